@@ -1,0 +1,73 @@
+"""The agent card: who answers, where, and how.
+
+Name and description come from the adapter's own `agentInfo` (reported at initialize) once
+an adapter has started; until then the preset's label stands in. Interfaces are built from
+the advertised URL: JSON-RPC at `/`, HTTP+JSON under `/rest`, both A2A 1.0.
+"""
+
+from __future__ import annotations
+
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+)
+
+from a2a_acp_bridge import __version__
+from a2a_acp_bridge.acp.session import AgentInfo
+
+INPUT_MODES = ["text/plain", "application/json", "image/png", "image/jpeg", "application/octet-stream"]
+OUTPUT_MODES = ["text/plain", "application/json", "text/x-diff"]
+
+
+def build_card(
+    *,
+    base_url: str,
+    label: str,
+    agent_info: AgentInfo | None,
+    name: str | None = None,
+    supervised: bool = True,
+) -> AgentCard:
+    """The card for the current state of the bridge."""
+    agent = label
+    version = ""
+    if agent_info is not None:
+        agent = agent_info.title or agent_info.name or label
+        version = agent_info.version or ""
+    shown = f"{agent} {version}".strip()
+    description = (
+        f"An A2A front for {shown}, an ACP coding agent. Each conversation (contextId) works in "
+        "its own directory; the bridge decides every permission request itself and reports "
+        "every refusal in the task."
+    )
+    if not supervised:
+        description += (
+            " The bridge does not know this adapter's supervised mode, so the agent runs in "
+            "its own default mode."
+        )
+    base = base_url.rstrip("/")
+    return AgentCard(
+        name=name or f"{agent} (via ACP)",
+        description=description,
+        supported_interfaces=[
+            AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version="1.0"),
+            AgentInterface(url=f"{base}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"),
+        ],
+        version=__version__,
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=INPUT_MODES,
+        default_output_modes=OUTPUT_MODES,
+        skills=[
+            AgentSkill(
+                id="coding",
+                name="Coding agent",
+                description=(
+                    f"Hand {agent} a coding task in plain words: it reads, writes and runs code "
+                    "in the conversation's working directory, within the bridge's boundary."
+                ),
+                tags=["code", "acp", label],
+                examples=["write hello.py: print('hello')", "run python3 hello.py"],
+            )
+        ],
+    )

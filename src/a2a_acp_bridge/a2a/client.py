@@ -1,0 +1,100 @@
+"""The small A2A client behind `a2a-acp-bridge send` and `a2a-acp-bridge card`.
+
+Built on the a2a-sdk client: `send` streams the task, printing each progress line as it
+arrives and the answer as it streams, then the final state; it exits 0 for a COMPLETED
+task, 1 for any other end, 2 when the bridge cannot be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from typing import TextIO
+
+import httpx
+from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, create_client
+from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
+from google.protobuf.json_format import MessageToDict
+
+# The CLI waits for long turns: no read timeout on the stream, a bounded connect.
+HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
+
+
+def _state_name(state: int) -> str:
+    return TaskState.Name(state).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
+
+
+def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int | None:
+    """Print one stream event; return the task state once it is final."""
+    kind = event.WhichOneof("payload")
+    if kind == "task":
+        out.write(f"task {event.task.id} (context {event.task.context_id})\n")
+        return None
+    if kind == "message":
+        out.write("".join(part.text for part in event.message.parts) + "\n")
+        return TaskState.TASK_STATE_COMPLETED
+    if kind == "artifact_update":
+        update = event.artifact_update
+        for part in update.artifact.parts:
+            if part.WhichOneof("content") == "text" and update.artifact.artifact_id == "answer":
+                out.write(part.text)
+                answer_open[0] = not part.text.endswith("\n")
+        return None
+    if kind == "status_update":
+        status = event.status_update.status
+        text = "".join(part.text for part in status.message.parts) if status.HasField("message") else ""
+        if answer_open[0]:
+            out.write("\n")
+            answer_open[0] = False
+        if status.state == TaskState.TASK_STATE_WORKING:
+            if text:
+                out.write(f"· {text}\n")
+            return None
+        out.write(f"[{_state_name(status.state)}]" + (f" {text}" if text else "") + "\n")
+        if status.state in (
+            TaskState.TASK_STATE_COMPLETED,
+            TaskState.TASK_STATE_FAILED,
+            TaskState.TASK_STATE_CANCELED,
+            TaskState.TASK_STATE_REJECTED,
+            TaskState.TASK_STATE_INPUT_REQUIRED,
+            TaskState.TASK_STATE_AUTH_REQUIRED,
+        ):
+            return status.state
+    return None
+
+
+async def send_and_print(
+    url: str, text: str, context_id: str | None, task_id: str | None, out: TextIO = sys.stdout
+) -> int:
+    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
+    if context_id:
+        message.context_id = context_id
+    if task_id:
+        message.task_id = task_id
+    final: int | None = None
+    answer_open = [False]
+    try:
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+            client = await create_client(url, ClientConfig(streaming=True, httpx_client=http))
+            async with client:
+                async for event in client.send_message(SendMessageRequest(message=message)):
+                    state = render(event, out, answer_open)
+                    out.flush()
+                    if state is not None:
+                        final = state
+    except (httpx.HTTPError, A2AClientError) as exc:
+        print(f"a2a-acp-bridge: cannot talk to {url}: {exc}", file=sys.stderr)
+        return 2
+    return 0 if final == TaskState.TASK_STATE_COMPLETED else 1
+
+
+async def print_card(url: str, out: TextIO = sys.stdout) -> int:
+    try:
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+    except (httpx.HTTPError, A2AClientError) as exc:
+        print(f"a2a-acp-bridge: cannot fetch the card from {url}: {exc}", file=sys.stderr)
+        return 2
+    out.write(json.dumps(MessageToDict(card), indent=2) + "\n")
+    return 0

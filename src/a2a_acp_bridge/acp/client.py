@@ -1,0 +1,381 @@
+"""The bridge's ACP client: what the adapter calls back into.
+
+`BridgeClient` is a plain class (not a subclass of `acp.Client`, whose protocol stubs would
+answer `null` to methods the bridge does not serve). The router calls its handlers with
+keyword arguments named exactly as the SDK expects.
+
+- `session_update` does only synchronous work: it converts the update into a bridge event
+  and appends it to the session's `EventSink`. Every notification runs as its own asyncio
+  task in the SDK, so awaiting here would let chunks overtake each other.
+- `request_permission` is answered by the classifier (`permissions.decide` and
+  `permissions.answer`), never by the A2A caller; every decision is logged and travels to
+  the task as a `PermissionSeen` event.
+- fs and terminal methods are not advertised, so adapters use their own tools, each of
+  which is gated by a permission request; the handlers here answer "method not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp import RequestError
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AgentThoughtChunk,
+    AllowedOutcome,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    DeniedOutcome,
+    FileEditToolCallContent,
+    PermissionOption as AcpPermissionOption,
+    RequestPermissionResponse,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+
+from a2a_acp_bridge.boundary import Boundary
+from a2a_acp_bridge.events import (
+    FileDiff,
+    ModeSeen,
+    PermissionSeen,
+    PlanEntry,
+    PlanSeen,
+    TextChunk,
+    ToolCallSeen,
+    TurnEvent,
+)
+from a2a_acp_bridge.permissions import (
+    Answer,
+    Decision,
+    PermissionOption,
+    PermissionRequest,
+    Rule,
+    Supervision,
+    answer,
+    decide,
+    refusal_record,
+)
+
+logger = logging.getLogger(__name__)
+
+# Tool calls remembered per session for requests that omit kind or locations
+# (claude-code-acp 0.16 sends neither in the permission request).
+TOOL_CALL_MEMORY = 512
+
+
+class EventSink:
+    """A session's FIFO of turn events: appended synchronously, drained by one consumer."""
+
+    __slots__ = ("_items", "_wake", "last_activity")
+
+    def __init__(self) -> None:
+        self._items: deque[TurnEvent] = deque()
+        self._wake = asyncio.Event()
+        self.last_activity = time.monotonic()
+
+    def put(self, event: TurnEvent) -> None:
+        self._items.append(event)
+        self.last_activity = time.monotonic()
+        self._wake.set()
+
+    def touch(self) -> None:
+        """An update arrived that carries nothing for the task; it still proves liveness."""
+        self.last_activity = time.monotonic()
+
+    def wake(self) -> None:
+        """Wake the consumer for a reason other than an event (turn ended, process exited)."""
+        self._wake.set()
+
+    def drain(self) -> list[TurnEvent]:
+        items = list(self._items)
+        self._items.clear()
+        self._wake.clear()
+        return items
+
+    def discard(self) -> None:
+        self._items.clear()
+
+    async def wait(self) -> None:
+        await self._wake.wait()
+
+
+Decider = Callable[[PermissionRequest, Boundary, Supervision], Decision]
+Answerer = Callable[[Decision, "list[PermissionOption]", Supervision], Answer]
+
+
+@dataclass
+class SessionState:
+    """What the client knows about one ACP session it serves."""
+
+    boundary: Boundary
+    supervision: Supervision
+    sink: EventSink = field(default_factory=EventSink)
+    current_mode: str | None = None
+    mode_config_id: str | None = None
+    cancelling: bool = False
+    context_id: str | None = None
+    task_id: str | None = None
+    tool_calls: dict[str, ToolCallSeen] = field(default_factory=dict)
+    last_usage: dict[str, Any] = field(default_factory=dict)
+    mode_listeners: list[Callable[[str], None]] = field(default_factory=list)
+
+    def remember(self, seen: ToolCallSeen) -> ToolCallSeen:
+        """Merge a tool call into what is known of it (a repeated tool_call updates it)."""
+        known = self.tool_calls.get(seen.tool_call_id)
+        if known is not None:
+            seen = ToolCallSeen(
+                tool_call_id=seen.tool_call_id,
+                started=seen.started,
+                title=seen.title if seen.title is not None else known.title,
+                kind=seen.kind if seen.kind is not None else known.kind,
+                status=seen.status if seen.status is not None else known.status,
+                locations=seen.locations if seen.locations is not None else known.locations,
+                diffs=seen.diffs or known.diffs,
+                raw_input=seen.raw_input if seen.raw_input is not None else known.raw_input,
+            )
+        elif len(self.tool_calls) >= TOOL_CALL_MEMORY:
+            self.tool_calls.pop(next(iter(self.tool_calls)))
+        self.tool_calls[seen.tool_call_id] = seen
+        return seen
+
+    def set_mode(self, mode_id: str) -> None:
+        if mode_id == self.current_mode:
+            return
+        self.current_mode = mode_id
+        self.sink.put(ModeSeen(mode_id))
+        for listener in list(self.mode_listeners):
+            listener(mode_id)
+
+
+class BridgeClient:
+    """The ACP client of one adapter connection; sessions are registered as they open."""
+
+    def __init__(
+        self,
+        label: str,
+        decider: Decider = decide,
+        answerer: Answerer = answer,
+    ) -> None:
+        self.label = label
+        self.sessions: dict[str, SessionState] = {}
+        self._decide = decider
+        self._answer = answerer
+
+    # --- session/update -----------------------------------------------------------------
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        state = self.sessions.get(session_id)
+        if state is None:
+            return
+        sink = state.sink
+        kind = type(update)
+        if kind is AgentMessageChunk:
+            sink.put(TextChunk("answer", _content_text(update.content)))
+        elif kind is AgentThoughtChunk:
+            sink.put(TextChunk("thought", _content_text(update.content)))
+        elif kind is ToolCallStart or kind is ToolCallProgress:
+            seen = _tool_call_seen(update, started=kind is ToolCallStart)
+            state.remember(seen)
+            sink.put(seen)
+        elif kind is AgentPlanUpdate:
+            sink.put(
+                PlanSeen(
+                    tuple(
+                        PlanEntry(entry.content, entry.status, entry.priority)
+                        for entry in update.entries
+                    )
+                )
+            )
+        elif kind is CurrentModeUpdate:
+            state.set_mode(update.current_mode_id)
+        elif kind is ConfigOptionUpdate:
+            mode = mode_from_config_options(update.config_options)
+            if mode is not None:
+                state.mode_config_id = mode[0]
+                state.set_mode(mode[1])
+            else:
+                sink.touch()
+        elif kind is UsageUpdate:
+            state.last_usage = {"used": update.used, "size": update.size}
+            if update.cost is not None:
+                state.last_usage["cost"] = {
+                    "amount": update.cost.amount,
+                    "currency": update.cost.currency,
+                }
+            sink.touch()
+        else:
+            sink.touch()
+
+    # --- session/request_permission ----------------------------------------------------
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[AcpPermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        state = self.sessions.get(session_id)
+        offered = [PermissionOption(o.option_id, o.kind, o.name) for o in options]
+        if state is None:
+            logger.warning(
+                "permission request for an unknown session answered cancelled",
+                extra={"session_id": session_id, "agent": self.label},
+            )
+            return _cancelled()
+        state.sink.touch()
+        request = self._request_from(state, tool_call, offered)
+        if state.cancelling:
+            reply = Answer(None, note="the turn is being cancelled")
+            decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
+        else:
+            decision = self._decide(request, state.boundary, state.supervision)
+            reply = self._answer(decision, offered, state.supervision)
+        allowed = decision.allow and reply.allows
+        refusal = None if allowed else refusal_record(request, decision, reply)
+        logger.info(
+            "permission decided",
+            extra={
+                "session_id": session_id,
+                "context_id": state.context_id,
+                "task_id": state.task_id,
+                "tool_call_id": request.tool_call_id,
+                "title": request.label,
+                "kind": request.kind,
+                "locations": list(request.locations),
+                "verdict": "allow" if allowed else "deny",
+                "rule": decision.rule.value,
+                "reason": decision.reason,
+                "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],
+                "chosen": reply.option_id,
+                "turn_effect": reply.turn_effect.value,
+            },
+        )
+        if not state.cancelling:
+            state.sink.put(
+                PermissionSeen(
+                    tool_call_id=request.tool_call_id,
+                    label=request.label,
+                    allowed=allowed,
+                    option_id=reply.option_id,
+                    rule=decision.rule.value,
+                    refusal=refusal,
+                )
+            )
+        if reply.option_id is None:
+            return _cancelled()
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=reply.option_id)
+        )
+
+    def _request_from(
+        self, state: SessionState, tool_call: ToolCallUpdate, offered: list[PermissionOption]
+    ) -> PermissionRequest:
+        seen = state.remember(_tool_call_seen(tool_call, started=False))
+        paths: list[str] = list(seen.locations or ())
+        # Every path a diff touches counts too: for a move, codex lists the source in
+        # `locations` and carries the destination only in the diff.
+        for diff in seen.diffs:
+            if diff.path not in paths:
+                paths.append(diff.path)
+        return PermissionRequest(
+            tool_call_id=seen.tool_call_id,
+            title=seen.title,
+            kind=seen.kind,
+            locations=tuple(paths),
+            raw_input=seen.raw_input,
+            options=tuple(offered),
+        )
+
+    # --- methods the bridge does not serve ---------------------------------------------
+
+    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("fs/read_text_file")
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("fs/write_text_file")
+
+    async def create_terminal(self, session_id: str, command: str, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/create")
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/output")
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/release")
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/wait_for_exit")
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("terminal/kill")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found("_" + method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+def _cancelled() -> RequestPermissionResponse:
+    return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+
+def _content_text(content: Any) -> str:
+    if type(content) is TextContentBlock:
+        return str(content.text)
+    kind = getattr(content, "type", "content")
+    return f"<{kind}>"
+
+
+def _tool_call_seen(update: ToolCallStart | ToolCallProgress | ToolCallUpdate, *, started: bool) -> ToolCallSeen:
+    locations = None
+    if update.locations is not None:
+        locations = tuple(location.path for location in update.locations)
+    diffs: tuple[FileDiff, ...] = ()
+    if update.content:
+        diffs = tuple(
+            FileDiff(item.path, item.old_text, item.new_text)
+            for item in update.content
+            if isinstance(item, FileEditToolCallContent)
+        )
+    return ToolCallSeen(
+        tool_call_id=update.tool_call_id,
+        started=started,
+        title=update.title,
+        kind=update.kind,
+        status=update.status,
+        locations=locations,
+        diffs=diffs,
+        raw_input=update.raw_input,
+    )
+
+
+def mode_from_config_options(options: Any) -> tuple[str, str] | None:
+    """(config id, current value) of the option of category `mode`, if there is one."""
+    for option in options or ():
+        if getattr(option, "category", None) == "mode" and getattr(option, "type", None) == "select":
+            return str(option.id), str(option.current_value)
+    return None
+
+
+def mode_values(option: Any) -> list[str]:
+    """Every selectable value of a select config option (groups flattened)."""
+    values: list[str] = []
+    for item in option.options:
+        nested = getattr(item, "options", None)
+        if nested is not None:
+            values.extend(str(choice.value) for choice in nested)
+        else:
+            values.append(str(item.value))
+    return values

@@ -1,0 +1,134 @@
+"""The boundary: the one directory an agent may change, and who owns it.
+
+A `Boundary` is the root the agent works in (absolute, symlinks resolved), whether the
+bridge created that directory itself (`owned`, asserted only by the code that made it,
+never inferred from a path), and whether the operator lets unverifiable actions run in a
+root the bridge did not create (`allow_execute`).
+
+`Sandboxes` hands each conversation its own fresh directory under `.acp-sandboxes/`,
+made with `mkdtemp`. The contextId is only a label on the name: it never chooses the
+directory, so `..`, `/etc` or a planted directory cannot redirect a conversation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from a2a_acp_bridge.errors import SandboxError
+
+_LABEL_CHARS = re.compile(r"[^A-Za-z0-9]")
+_LABEL_LENGTH = 8
+_FALLBACK_LABEL = "ctx"
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """Where the agent may act: `root` (absolute, resolved), `owned`, `allow_execute`."""
+
+    root: Path
+    owned: bool
+    allow_execute: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.root.is_absolute():
+            raise ValueError(f"a boundary root must be absolute, not {self.root}")
+
+
+def sandbox_label(context_id: str) -> str:
+    """The human label of a sandbox: the first 8 letters and digits of the contextId, or ctx."""
+    label = _LABEL_CHARS.sub("", context_id)[:_LABEL_LENGTH]
+    return label or _FALLBACK_LABEL
+
+
+def is_owned_directory(path: Path, parent: Path) -> bool:
+    """True when `path` is a real directory (not a symlink) strictly inside `parent`."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode):
+        return False
+    try:
+        resolved = path.resolve(strict=True)
+    except OSError:
+        return False
+    return resolved.parent == parent and resolved != parent
+
+
+class Sandboxes:
+    """One fresh directory per conversation under `parent`, remembered by contextId.
+
+    A directory is reused only while it is still a real directory strictly inside the
+    parent; a deleted or replaced one is never trusted again and a new one is made.
+    """
+
+    def __init__(self, parent: Path, *, allow_execute: bool = False) -> None:
+        self._parent_setting = parent
+        self._parent: Path | None = None
+        self._allow_execute = allow_execute
+        self._allocated: dict[str, Path] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def parent(self) -> Path:
+        """The resolved parent directory, created on first use."""
+        if self._parent is None:
+            try:
+                self._parent_setting.mkdir(parents=True, exist_ok=True)
+                self._parent = self._parent_setting.resolve(strict=True)
+            except OSError as exc:
+                raise SandboxError(
+                    f"cannot create the sandbox directory {self._parent_setting}: {exc.strerror}"
+                ) from None
+            if not self._parent.is_dir():
+                raise SandboxError(f"the sandbox parent {self._parent} is not a directory")
+        return self._parent
+
+    def create(self, label: str = _FALLBACK_LABEL) -> Boundary:
+        """A brand-new directory, owned by the bridge, not yet tied to a conversation."""
+        parent = self.parent
+        try:
+            made = Path(tempfile.mkdtemp(prefix=f"{sandbox_label(label)}-", dir=parent))
+        except OSError as exc:
+            raise SandboxError(f"cannot create a sandbox under {parent}: {exc.strerror}") from None
+        if not is_owned_directory(made, parent):
+            raise SandboxError(f"the new sandbox {made} is not a directory inside {parent}")
+        # This is the one place that may call a directory owned: mkdtemp just made it.
+        return Boundary(root=made.resolve(strict=True), owned=True, allow_execute=self._allow_execute)
+
+    def for_context(self, context_id: str) -> Boundary:
+        """The conversation's sandbox: its existing one if still trustworthy, else a new one."""
+        with self._lock:
+            known = self._allocated.get(context_id)
+            if known is not None and is_owned_directory(known, self.parent):
+                return Boundary(root=known, owned=True, allow_execute=self._allow_execute)
+            made = self.create(context_id)
+            self._allocated[context_id] = made.root
+            return made
+
+    def adopt(self, context_id: str, boundary: Boundary) -> None:
+        """Tie a sandbox this object created earlier (a warm pool's) to a conversation."""
+        if not boundary.owned or not is_owned_directory(boundary.root, self.parent):
+            raise SandboxError(f"{boundary.root} is not a sandbox of {self.parent}")
+        with self._lock:
+            self._allocated[context_id] = boundary.root
+
+    def is_current(self, context_id: str, boundary: Boundary) -> bool:
+        """True while `boundary` is still the conversation's trustworthy sandbox."""
+        with self._lock:
+            known = self._allocated.get(context_id)
+        return known == boundary.root and is_owned_directory(boundary.root, self.parent)
+
+
+def handed_boundary(root: Path, *, allow_execute: bool) -> Boundary:
+    """The boundary for ACP_CWD: a directory the operator handed over, shared, not owned."""
+    resolved = root.resolve(strict=True)
+    if not resolved.is_dir():
+        raise SandboxError(f"ACP_CWD {root} is not a directory")
+    return Boundary(root=resolved, owned=False, allow_execute=allow_execute)

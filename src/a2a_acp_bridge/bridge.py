@@ -1,0 +1,464 @@
+"""The bridge: conversations, their adapters, and the turns that run on them.
+
+One A2A context is one conversation: one sandbox (or the shared ACP_CWD), at most one
+adapter process with one ACP session, and one turn at a time. A second message while a
+turn runs is queued as its own task; cancelling a queued task never touches the running
+one. Concurrent first messages of a new context share one adapter start.
+
+Adapters are started in the bridge's own task group (owned by the server's lifespan), so a
+caller that cancels while its adapter boots is answered at once and the adapter is kept
+for the conversation's next message. A small pool keeps adapters already started in fresh
+sandboxes, handed to the next new context. Idle adapters are stopped after
+ACP_IDLE_TIMEOUT_MS; their sandbox stays, and the next message loads the old session when
+the agent can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from a2a_acp_bridge.acp.process import adapter_environment
+from a2a_acp_bridge.acp.session import (
+    AgentInfo,
+    AgentSession,
+    StartPlan,
+    TurnOutcome,
+    notice_for_lost_memory,
+)
+from a2a_acp_bridge.boundary import Boundary, Sandboxes, handed_boundary
+from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.errors import AdapterError, AdapterExitedError, AdapterStartError
+from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.prompt import PromptPart
+
+logger = logging.getLogger(__name__)
+
+# How often the reaper looks for idle adapters, at most.
+REAP_EVERY_S = 30.0
+
+
+class TurnCancelled(Exception):
+    """The task was cancelled before its turn reached the agent."""
+
+
+@dataclass
+class TaskTicket:
+    """One A2A task waiting for, or running, its turn in a conversation."""
+
+    task_id: str
+    context_id: str
+    message_id: str | None = None
+    cancel_requested: bool = False
+    cancel_reason: str = "Cancelled at the caller's request."
+    running: bool = False
+    session_id: str | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    session: AgentSession | None = None
+
+
+@dataclass
+class Conversation:
+    """One A2A context."""
+
+    context_id: str
+    boundary: Boundary
+    session: AgentSession | None = None
+    last_session_id: str | None = None
+    queue: deque[TaskTicket] = field(default_factory=deque)
+    starting: anyio.Event | None = None
+    start_error: AdapterError | None = None
+    last_used: float = field(default_factory=time.monotonic)
+    lost_memory_pending: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.queue) or self.starting is not None
+
+
+EventsCallback = Callable[[list[TurnEvent]], Awaitable[Any]]
+
+
+class Bridge:
+    """Runs A2A tasks as ACP turns. Use as an async context manager (it owns a task group)."""
+
+    def __init__(self, settings: Settings, *, environ: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self._env = adapter_environment(
+            environ if environ is not None else dict(os.environ),
+            settings.agent_env_names,
+        )
+        self.sandboxes = Sandboxes(settings.sandbox_parent, allow_execute=settings.allow_execute)
+        self._handed = (
+            handed_boundary(settings.acp_cwd, allow_execute=settings.allow_execute)
+            if settings.acp_cwd is not None
+            else None
+        )
+        self._conversations: dict[str, Conversation] = {}
+        self._tickets: dict[str, TaskTicket] = {}
+        self._pool: deque[AgentSession] = deque()
+        self._pool_filling = 0
+        self._task_group: TaskGroup | None = None
+        self._closing = False
+        self.agent_info: AgentInfo | None = None
+        self.agent_info_ready = anyio.Event()
+        self.last_start_error: str | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Bridge:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._reaper)
+        self._fill_pool()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.shutdown()
+        assert self._task_group is not None
+        self._task_group.cancel_scope.cancel()
+        await self._task_group.__aexit__(*exc_info)
+
+    async def shutdown(self, grace_s: float = 10.0) -> None:
+        """Cancel every running task, then stop every adapter tree."""
+        if self._closing:
+            return
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            for ticket in list(self._tickets.values()):
+                await self.cancel(ticket.task_id, reason="Cancelled: the bridge is shutting down.")
+            with anyio.move_on_after(grace_s):
+                for ticket in list(self._tickets.values()):
+                    await ticket.done.wait()
+            sessions = [c.session for c in self._conversations.values() if c.session is not None]
+            sessions.extend(self._pool)
+            self._pool.clear()
+            async with anyio.create_task_group() as group:
+                for session in sessions:
+                    group.start_soon(session.close)
+            for conversation in self._conversations.values():
+                conversation.session = None
+
+    @property
+    def agent_label(self) -> str:
+        """How messages name the agent: its reported name once known, else the preset."""
+        info = self.agent_info
+        return (info.title or info.name) if info and (info.title or info.name) else self.settings.agent.label
+
+    @property
+    def live_adapters(self) -> int:
+        count = sum(1 for c in self._conversations.values() if c.session is not None)
+        return count + len(self._pool)
+
+    # --- the pool ----------------------------------------------------------------------
+
+    def _fill_pool(self) -> None:
+        if self._task_group is None or self._closing:
+            return
+        missing = self.settings.pool_size - len(self._pool) - self._pool_filling
+        for _ in range(max(0, missing)):
+            self._pool_filling += 1
+            self._task_group.start_soon(self._start_pooled)
+
+    async def _start_pooled(self) -> None:
+        try:
+            boundary = self._handed or self.sandboxes.create()
+            session = await self._start(boundary, load_session_id=None)
+        except AdapterError as exc:
+            logger.error("warm adapter could not start", extra={"error": str(exc)})
+            return
+        finally:
+            self._pool_filling -= 1
+        if self._closing:
+            await session.close()
+            return
+        self._pool.append(session)
+
+    def _take_pooled(self) -> AgentSession | None:
+        while self._pool:
+            session = self._pool.popleft()
+            if session.alive:
+                self._fill_pool()
+                return session
+            self._task_group_spawn(session.close)
+        return None
+
+    def _task_group_spawn(self, func: Callable[[], Awaitable[Any]]) -> None:
+        if self._task_group is not None:
+            self._task_group.start_soon(func)
+
+    # --- conversations -----------------------------------------------------------------
+
+    def _conversation(self, context_id: str) -> Conversation:
+        conversation = self._conversations.get(context_id)
+        if conversation is None:
+            conversation = Conversation(context_id, self._boundary_for(context_id))
+            self._conversations[context_id] = conversation
+        return conversation
+
+    def _boundary_for(self, context_id: str) -> Boundary:
+        if self._handed is not None:
+            return self._handed
+        return self.sandboxes.for_context(context_id)
+
+    def sandbox_of(self, context_id: str) -> Boundary | None:
+        conversation = self._conversations.get(context_id)
+        return conversation.boundary if conversation is not None else None
+
+    async def _start(self, boundary: Boundary, *, load_session_id: str | None) -> AgentSession:
+        spec = self.settings.agent
+        plan = StartPlan(
+            command=spec.command,
+            label=spec.label,
+            env=self._env,
+            boundary=boundary,
+            supervised_mode=self.settings.supervised_mode,
+            load_session_id=load_session_id,
+            start_timeout_s=self.settings.start_timeout_s,
+        )
+        try:
+            session = await AgentSession.start(plan)
+        except AdapterError as exc:
+            self.last_start_error = str(exc)
+            raise
+        self.last_start_error = None
+        if self.agent_info is None:
+            self.agent_info = session.agent_info
+            self.agent_info_ready.set()
+        return session
+
+    async def _ensure_session(self, conversation: Conversation, ticket: TaskTicket) -> AgentSession:
+        """The conversation's live session, starting one (shared by concurrent callers)."""
+        while True:
+            session = conversation.session
+            if session is not None and session.alive:
+                return session
+            if session is not None:
+                conversation.session = None
+                self._task_group_spawn(session.close)
+            if conversation.starting is None:
+                pooled = None
+                if conversation.last_session_id is None and self._is_fresh(conversation):
+                    pooled = self._take_pooled()
+                if pooled is not None:
+                    self._adopt(conversation, pooled)
+                    continue
+                conversation.starting = anyio.Event()
+                conversation.start_error = None
+                assert self._task_group is not None
+                self._task_group.start_soon(self._start_for, conversation)
+            starting = conversation.starting
+            if ticket.cancel_requested:
+                raise TurnCancelled
+            await _first_of(starting, ticket.wake)
+            if ticket.cancel_requested:
+                raise TurnCancelled
+            if conversation.start_error is not None and conversation.session is None:
+                raise conversation.start_error
+
+    def _is_fresh(self, conversation: Conversation) -> bool:
+        """A brand-new context whose sandbox holds nothing yet can take a warm adapter."""
+        if not conversation.boundary.owned:
+            return True
+        try:
+            return not any(conversation.boundary.root.iterdir())
+        except OSError:
+            return False
+
+    def _adopt(self, conversation: Conversation, session: AgentSession) -> None:
+        if conversation.boundary.owned:
+            # The warm adapter works in its own fresh sandbox; that one becomes the context's.
+            old = conversation.boundary
+            self.sandboxes.adopt(conversation.context_id, session.plan.boundary)
+            conversation.boundary = session.plan.boundary
+            with contextlib.suppress(OSError):
+                old.root.rmdir()  # empty: _is_fresh checked it
+        conversation.session = session
+        conversation.last_session_id = session.session_id
+
+    async def _start_for(self, conversation: Conversation) -> None:
+        starting = conversation.starting
+        try:
+            if conversation.boundary.owned and not self.sandboxes.is_current(
+                conversation.context_id, conversation.boundary
+            ):
+                conversation.boundary = self._boundary_for(conversation.context_id)
+                conversation.last_session_id = None
+            session = await self._start(
+                conversation.boundary, load_session_id=conversation.last_session_id
+            )
+            if self._closing:
+                await session.close()
+                raise AdapterStartError("the bridge is shutting down")
+            if conversation.last_session_id is not None and session.memory_lost:
+                conversation.lost_memory_pending = True
+            conversation.session = session
+            conversation.last_session_id = session.session_id
+        except AdapterError as exc:
+            conversation.start_error = exc
+        except Exception:
+            logger.exception("adapter start failed", extra={"context_id": conversation.context_id})
+            conversation.start_error = AdapterStartError(
+                f"{self.settings.agent.label} could not be started (see the bridge's log)"
+            )
+        finally:
+            conversation.starting = None
+            if starting is not None:
+                starting.set()
+
+    # --- turns -------------------------------------------------------------------------
+
+    def ticket(self, task_id: str, context_id: str, message_id: str | None = None) -> TaskTicket:
+        """Register a task before its turn; cancel() works from this moment on."""
+        ticket = self._tickets.get(task_id)
+        if ticket is None:
+            ticket = TaskTicket(task_id, context_id, message_id)
+            self._tickets[task_id] = ticket
+        return ticket
+
+    async def run_turn(
+        self,
+        ticket: TaskTicket,
+        prompt: Sequence[PromptPart],
+        on_events: EventsCallback,
+    ) -> TurnOutcome:
+        """Wait for the conversation's turn, make sure its adapter runs, and prompt it."""
+        conversation = self._conversation(ticket.context_id)
+        conversation.queue.append(ticket)
+        try:
+            if self._closing:
+                raise TurnCancelled
+            if conversation.queue[0] is not ticket:
+                ahead = len(conversation.queue) - 1
+                await on_events([Notice(f"Queued: {ahead} earlier task(s) of this conversation run first.")])
+            while conversation.queue[0] is not ticket and not ticket.cancel_requested:
+                await ticket.wake.wait()
+                ticket.wake = anyio.Event()
+            if ticket.cancel_requested:
+                raise TurnCancelled
+            ticket.wake = anyio.Event()
+            session = await self._ensure_session(conversation, ticket)
+            if conversation.lost_memory_pending:
+                conversation.lost_memory_pending = False
+                await on_events([notice_for_lost_memory(session.name)])
+            if ticket.cancel_requested:
+                raise TurnCancelled
+            state = session.state
+            assert state is not None
+            state.context_id, state.task_id = ticket.context_id, ticket.task_id
+            ticket.session = session
+            ticket.session_id = session.session_id
+            ticket.running = True
+            meta = {
+                "a2a": {
+                    "taskId": ticket.task_id,
+                    "contextId": ticket.context_id,
+                    **({"messageId": ticket.message_id} if ticket.message_id else {}),
+                }
+            }
+            try:
+                outcome = await session.run_turn(
+                    prompt,
+                    on_events,
+                    silence_s=self.settings.silence_s,
+                    hard_cap_s=self.settings.turn_cap_s,
+                    meta=meta,
+                )
+            except AdapterExitedError:
+                conversation.session = None
+                self._task_group_spawn(session.close)
+                raise
+            if not session.alive:
+                conversation.session = None
+            if ticket.cancel_requested:
+                outcome.cancelled_by_bridge = True
+            return outcome
+        finally:
+            ticket.running = False
+            ticket.session = None
+            conversation.last_used = time.monotonic()
+            with contextlib.suppress(ValueError):
+                conversation.queue.remove(ticket)
+            if conversation.queue:
+                conversation.queue[0].wake.set()
+            self._tickets.pop(ticket.task_id, None)
+            ticket.done.set()
+
+    async def cancel(self, task_id: str, reason: str | None = None) -> bool:
+        """Cancel a queued or running task. False if the bridge does not know it."""
+        ticket = self._tickets.get(task_id)
+        if ticket is None:
+            return False
+        if not ticket.cancel_requested:
+            ticket.cancel_requested = True
+            if reason:
+                ticket.cancel_reason = reason
+        ticket.wake.set()
+        session = ticket.session
+        if ticket.running and session is not None:
+            await session.cancel_turn()
+        return True
+
+    async def wait_done(self, task_id: str, timeout_s: float) -> bool:
+        ticket = self._tickets.get(task_id)
+        if ticket is None:
+            return True
+        with anyio.move_on_after(timeout_s):
+            await ticket.done.wait()
+        return ticket.done.is_set()
+
+    def cancel_reason(self, task_id: str) -> str | None:
+        ticket = self._tickets.get(task_id)
+        return ticket.cancel_reason if ticket is not None else None
+
+    # --- idle adapters -----------------------------------------------------------------
+
+    async def _reaper(self) -> None:
+        idle_s = self.settings.idle_timeout_ms / 1000
+        period = min(REAP_EVERY_S, max(idle_s / 4, 0.05))
+        while True:
+            await anyio.sleep(period)
+            now = time.monotonic()
+            for conversation in list(self._conversations.values()):
+                session = conversation.session
+                if session is None or conversation.busy:
+                    continue
+                if now - conversation.last_used < idle_s:
+                    continue
+                conversation.session = None
+                logger.info(
+                    "adapter idle: stopping it",
+                    extra={
+                        "context_id": conversation.context_id,
+                        "pid": session.process.pid,
+                        "idle_s": round(now - conversation.last_used, 1),
+                    },
+                )
+                self._task_group_spawn(session.close)
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    """Return as soon as any of the events is set."""
+    if any(event.is_set() for event in events):
+        return
+    async with anyio.create_task_group() as group:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            group.cancel_scope.cancel()
+
+        for event in events:
+            group.start_soon(wait, event)
+
+
+__all__ = ["Bridge", "TaskTicket", "TurnCancelled", "TurnEnd", "TurnOutcome"]

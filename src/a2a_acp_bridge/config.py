@@ -1,0 +1,244 @@
+"""Settings: every knob of the server, validated once, and the agent presets.
+
+Only `cli` reads the environment and argv; it hands a mapping of raw strings to
+`Settings.from_env`, which turns each into a typed value or raises `ConfigError`
+naming the variable. Everything below the CLI receives a `Settings`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from a2a_acp_bridge.adapters import UNSUPERVISED_MODES
+from a2a_acp_bridge.errors import ConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 41241
+DEFAULT_IDLE_TIMEOUT_MS = 300_000
+# Spawn, initialize, session/new and the mode switch together (claude's session/new has
+# been seen to take ~46 s on a cold machine).
+DEFAULT_START_TIMEOUT_S = 60.0
+# A turn fails only after this long without any session/update; every update resets it.
+DEFAULT_SILENCE_S = 600.0
+DEFAULT_POOL_SIZE = 1
+SANDBOX_DIR_NAME = ".acp-sandboxes"
+
+# The adapters' npm packages, pinned here and only here (adapters/package.json must agree;
+# a test checks it). A preset runs the copy installed under adapters/ when there is one,
+# else the same version through npx.
+ADAPTER_PACKAGES: Mapping[str, tuple[str, str, str]] = {
+    # preset: (npm package, version, executable it installs)
+    "claude": ("@agentclientprotocol/claude-agent-acp", "0.101.0", "claude-agent-acp"),
+    "codex": ("@agentclientprotocol/codex-acp", "2.6.0", "codex-acp"),
+    "gemini": ("@google/gemini-cli", "0.61.0", "gemini"),
+}
+PRESET_ARGS: Mapping[str, tuple[str, ...]] = {"gemini": ("--acp",)}
+PRESETS = ("demo", *ADAPTER_PACKAGES)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How to start the coding agent: its command line and a label for humans."""
+
+    label: str
+    command: tuple[str, ...]
+    preset: str | None = None
+
+    @property
+    def is_demo(self) -> bool:
+        return self.preset == "demo"
+
+
+def adapters_dir() -> Path:
+    """Where `scripts/test` installs the pinned adapters (the repository's adapters/)."""
+    return Path(__file__).resolve().parents[2] / "adapters"
+
+
+def agent_spec(value: str) -> AgentSpec:
+    """Turn ACP_AGENT / --agent into an AgentSpec: a preset name or any command line."""
+    text = value.strip()
+    if not text or text == "demo":
+        return AgentSpec(
+            label="demo", command=(sys.executable, "-m", "a2a_acp_bridge.demo_agent"), preset="demo"
+        )
+    if text in ADAPTER_PACKAGES:
+        package, version, executable = ADAPTER_PACKAGES[text]
+        extra = PRESET_ARGS.get(text, ())
+        local = adapters_dir() / "node_modules" / ".bin" / executable
+        if local.exists():
+            return AgentSpec(label=text, command=(str(local), *extra), preset=text)
+        npx = shutil.which("npx") or "npx"
+        return AgentSpec(
+            label=text,
+            command=(npx, "--yes", f"{package}@{version}", *extra),
+            preset=text,
+        )
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError("ACP_AGENT", f"cannot split the command line {text!r}: {exc}") from None
+    if len(words) == 1 and "/" not in words[0] and shutil.which(words[0]) is None:
+        known = ", ".join(PRESETS)
+        raise ConfigError(
+            "ACP_AGENT",
+            f"{words[0]!r} is neither a preset ({known}) nor a command found on PATH",
+        )
+    return AgentSpec(label=Path(words[0]).name, command=tuple(words))
+
+
+def parse_bool(variable: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(variable, f"{value!r} is not a boolean (use true or false)")
+
+
+def parse_int(variable: str, value: str, *, minimum: int, maximum: int | None = None) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ConfigError(variable, f"{value!r} is not a whole number") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ConfigError(variable, f"{number} is out of range (must be {bound})")
+    return number
+
+
+def parse_port(variable: str, value: str) -> int:
+    try:
+        return parse_int(variable, value, minimum=0, maximum=65535)
+    except ConfigError:
+        raise ConfigError(variable, f"{value!r} is not a port number (0-65535)") from None
+
+
+def parse_directory(variable: str, value: str, *, base: Path) -> Path:
+    """An existing directory, resolved once (symlinks included) against `base`."""
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    if not path.exists():
+        raise ConfigError(variable, f"{value!r} does not exist")
+    if not path.is_dir():
+        raise ConfigError(variable, f"{value!r} is not a directory")
+    return path.resolve(strict=True)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server needs, validated."""
+
+    agent: AgentSpec
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    public_url: str | None = None
+    name: str | None = None
+    acp_cwd: Path | None = None
+    allow_execute: bool = False
+    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
+    sandbox_parent: Path = field(default_factory=lambda: Path.cwd() / SANDBOX_DIR_NAME)
+    supervised_mode: str | None = None
+    agent_env_names: tuple[str, ...] = ()
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    silence_s: float = DEFAULT_SILENCE_S
+    turn_cap_s: float | None = None
+    pool_size: int = DEFAULT_POOL_SIZE
+
+    def advertised_url(self, bound_port: int | None = None) -> str:
+        """The base URL clients dial: PUBLIC_URL, else http://HOST:PORT (port as bound)."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{bound_port if bound_port is not None else self.port}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], *, cwd: Path | None = None) -> Settings:
+        """Build Settings from raw strings (environment merged with command-line flags)."""
+        base = cwd or Path.cwd()
+
+        def text(name: str) -> str | None:
+            value = env.get(name)
+            return value if value is not None and value.strip() != "" else None
+
+        agent = agent_spec(env.get("ACP_AGENT", "demo"))
+        host = text("HOST") or DEFAULT_HOST
+        port_text = text("PORT")
+        port = parse_port("PORT", port_text) if port_text is not None else DEFAULT_PORT
+        public_url = text("PUBLIC_URL")
+        if public_url is not None and not public_url.startswith(("http://", "https://")):
+            raise ConfigError("PUBLIC_URL", f"{public_url!r} is not an http:// or https:// URL")
+        cwd_text = text("ACP_CWD")
+        acp_cwd = parse_directory("ACP_CWD", cwd_text, base=base) if cwd_text else None
+        allow_execute = parse_bool("ACP_ALLOW_EXECUTE", env.get("ACP_ALLOW_EXECUTE", ""))
+        idle_text = text("ACP_IDLE_TIMEOUT_MS")
+        idle = (
+            parse_int("ACP_IDLE_TIMEOUT_MS", idle_text, minimum=1)
+            if idle_text is not None
+            else DEFAULT_IDLE_TIMEOUT_MS
+        )
+        sandbox_text = text("ACP_SANDBOX_DIR")
+        sandbox_parent = Path(sandbox_text).expanduser() if sandbox_text else base / SANDBOX_DIR_NAME
+        if not sandbox_parent.is_absolute():
+            sandbox_parent = base / sandbox_parent
+        supervised_mode = text("ACP_SUPERVISED_MODE")
+        if supervised_mode is not None and supervised_mode in UNSUPERVISED_MODES:
+            raise ConfigError(
+                "ACP_SUPERVISED_MODE",
+                f"{supervised_mode!r} lets the agent act without asking; the bridge refuses to "
+                "run an agent unsupervised",
+            )
+        env_names = tuple(
+            name.strip() for name in env.get("ACP_AGENT_ENV", "").split(",") if name.strip()
+        )
+        for name in env_names:
+            if not name.replace("_", "").isalnum():
+                raise ConfigError("ACP_AGENT_ENV", f"{name!r} is not an environment variable name")
+        start_timeout = _seconds(env, "ACP_START_TIMEOUT_MS", DEFAULT_START_TIMEOUT_S)
+        silence = _seconds(env, "ACP_SILENCE_TIMEOUT_MS", DEFAULT_SILENCE_S)
+        cap_text = text("ACP_TURN_TIMEOUT_MS")
+        turn_cap = (
+            parse_int("ACP_TURN_TIMEOUT_MS", cap_text, minimum=1) / 1000 if cap_text else None
+        )
+        pool_text = text("ACP_POOL_SIZE")
+        pool_size = (
+            parse_int("ACP_POOL_SIZE", pool_text, minimum=0, maximum=16)
+            if pool_text is not None
+            else DEFAULT_POOL_SIZE
+        )
+        return cls(
+            agent=agent,
+            host=host,
+            port=port,
+            public_url=public_url,
+            name=text("AGENT_NAME"),
+            acp_cwd=acp_cwd,
+            allow_execute=allow_execute,
+            idle_timeout_ms=idle,
+            sandbox_parent=sandbox_parent,
+            supervised_mode=supervised_mode,
+            agent_env_names=env_names,
+            start_timeout_s=start_timeout,
+            silence_s=silence,
+            turn_cap_s=turn_cap,
+            pool_size=pool_size,
+        )
+
+
+def _seconds(env: Mapping[str, str], variable: str, default_s: float) -> float:
+    value = env.get(variable, "").strip()
+    if not value:
+        return default_s
+    return parse_int(variable, value, minimum=1) / 1000

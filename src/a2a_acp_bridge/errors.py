@@ -1,0 +1,63 @@
+"""The bridge's error tree.
+
+    BridgeError
+     ├── ConfigError              a setting is invalid; names the variable (start-up only)
+     ├── SandboxError             a working directory could not be made or trusted
+     ├── CapacityError            the cap on live adapters is reached
+     └── AdapterError             the coding agent could not serve the turn
+          ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed or timed out
+          │    └── SupervisionError   the supervised mode is not offered, refused or reads back different
+          ├── AdapterExitedError  the adapter process exited or broke its pipe
+          └── AdapterSilentError  no session/update arrived within the silence limit
+
+Every message is written for the A2A caller or the operator: it names the agent, the
+setting or the exit, never repeats a foreign exception's text verbatim.
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base of every error the bridge raises on purpose."""
+
+
+class ConfigError(BridgeError):
+    """A setting is invalid. The message starts with the variable's name."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+        self.problem = problem
+
+
+class SandboxError(BridgeError):
+    """A working directory could not be created or is not what the bridge expected."""
+
+
+class CapacityError(BridgeError):
+    """No adapter can be started: the operator's cap on live adapters is reached."""
+
+
+class AdapterError(BridgeError):
+    """The coding agent could not serve the turn."""
+
+
+class AdapterStartError(AdapterError):
+    """Starting the adapter (spawn, initialize, session/new, mode) failed or timed out."""
+
+
+class SupervisionError(AdapterStartError):
+    """The adapter cannot be put in its supervised mode, so no session is opened."""
+
+
+class AdapterExitedError(AdapterError):
+    """The adapter process exited (or closed its pipes) while the bridge still needed it."""
+
+    def __init__(self, message: str, *, returncode: int | None, stderr_tail: str) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+
+class AdapterSilentError(AdapterError):
+    """The adapter sent no session/update for longer than the silence limit."""

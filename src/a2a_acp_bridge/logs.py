@@ -1,0 +1,69 @@
+"""Log output: one line per event, readable on a terminal, JSON lines elsewhere.
+
+Modules log with `logger.info("event name", extra={...fields})`; this module, configured
+only by the CLI, renders the fields: `key=value` after the message on a terminal, or one
+JSON object per line (`ts`, `level`, `logger`, `event` and the fields) when stderr is not a
+terminal or LOG_FORMAT=json. Prompt text and ACP frames are logged only at DEBUG.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+# Attributes every LogRecord has; anything else came in through `extra=`.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    return {key: value for key, value in vars(record).items() if key not in _STANDARD}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        entry.update(record_fields(record))
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        fields = " ".join(f"{key}={_short(value)}" for key, value in record_fields(record).items())
+        line = f"{stamp} {record.levelname:<7} {record.getMessage()}"
+        if fields:
+            line = f"{line}  {fields}"
+        if record.exc_info:
+            line = f"{line}\n{self.formatException(record.exc_info)}"
+        return line
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
+    """Send every log line to stderr in the chosen format (auto: text on a terminal)."""
+    choice = (fmt or "auto").strip().lower()
+    use_json = choice == "json" or (choice == "auto" and not sys.stderr.isatty())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel((level or "INFO").upper())
+    # Third-party chatter stays at WARNING unless asked for.
+    for name in ("uvicorn.access", "httpx", "httpcore", "a2a", "sse_starlette"):
+        logging.getLogger(name).setLevel(logging.WARNING)
