@@ -106,7 +106,9 @@ CLAUDE = AdapterProfile(
 
 CODEX = AdapterProfile(
     family="codex",
-    agent_names=frozenset({"@agentclientprotocol/codex-acp", "@zed-industries/codex-acp", "codex-acp"}),
+    agent_names=frozenset(
+        {"@agentclientprotocol/codex-acp", "@zed-industries/codex-acp", "codex-acp"}
+    ),
     supervised_mode="read-only",
     exit_plan_options={
         "implement_plan": ExitEffect.KEEPS_SUPERVISION,  # changes no mode

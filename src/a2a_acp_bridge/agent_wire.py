@@ -74,7 +74,9 @@ class AgentPeer:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await self.send(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
             return await future
         finally:
             self._pending.pop(request_id, None)
@@ -105,7 +107,11 @@ class AgentPeer:
                     if "error" in message:
                         error = message["error"] or {}
                         future.set_exception(
-                            RpcError(error.get("code", -32603), error.get("message", ""), error.get("data"))
+                            RpcError(
+                                error.get("code", -32603),
+                                error.get("message", ""),
+                                error.get("data"),
+                            )
                         )
                     else:
                         future.set_result(message.get("result"))
@@ -139,7 +145,10 @@ class AgentPeer:
                     {
                         "jsonrpc": "2.0",
                         "id": request_id,
-                        "error": {"code": -32603, "message": f"internal error: {type(exc).__name__}"},
+                        "error": {
+                            "code": -32603,
+                            "message": f"internal error: {type(exc).__name__}",
+                        },
                     }
                 )
             return

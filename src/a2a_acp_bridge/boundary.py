@@ -100,7 +100,9 @@ class Sandboxes:
         if not is_owned_directory(made, parent):
             raise SandboxError(f"the new sandbox {made} is not a directory inside {parent}")
         # This is the one place that may call a directory owned: mkdtemp just made it.
-        return Boundary(root=made.resolve(strict=True), owned=True, allow_execute=self._allow_execute)
+        return Boundary(
+            root=made.resolve(strict=True), owned=True, allow_execute=self._allow_execute
+        )
 
     def for_context(self, context_id: str) -> Boundary:
         """The conversation's sandbox: its existing one if still trustworthy, else a new one."""

@@ -20,8 +20,9 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -65,6 +66,9 @@ class TaskTicket:
     done: anyio.Event = field(default_factory=anyio.Event)
     wake: anyio.Event = field(default_factory=anyio.Event)
     session: AgentSession | None = None
+
+    def was_cancelled(self) -> bool:
+        return self.cancel_requested
 
 
 @dataclass
@@ -153,7 +157,9 @@ class Bridge:
     def agent_label(self) -> str:
         """How messages name the agent: its reported name once known, else the preset."""
         info = self.agent_info
-        return (info.title or info.name) if info and (info.title or info.name) else self.settings.agent.label
+        if info is not None and (info.title or info.name):
+            return info.title or info.name or ""
+        return self.settings.agent.label
 
     @property
     def live_adapters(self) -> int:
@@ -193,7 +199,7 @@ class Bridge:
             self._task_group_spawn(session.close)
         return None
 
-    def _task_group_spawn(self, func: Callable[[], Awaitable[Any]]) -> None:
+    def _task_group_spawn(self, func: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         if self._task_group is not None:
             self._task_group.start_soon(func)
 
@@ -211,9 +217,10 @@ class Bridge:
             return self._handed
         return self.sandboxes.for_context(context_id)
 
-    def sandbox_of(self, context_id: str) -> Boundary | None:
+    def root_of(self, context_id: str) -> Path | None:
+        """The conversation's working directory, once it has one."""
         conversation = self._conversations.get(context_id)
-        return conversation.boundary if conversation is not None else None
+        return conversation.boundary.root if conversation is not None else None
 
     async def _start(self, boundary: Boundary, *, load_session_id: str | None) -> AgentSession:
         spec = self.settings.agent
@@ -340,7 +347,9 @@ class Bridge:
                 raise TurnCancelled
             if conversation.queue[0] is not ticket:
                 ahead = len(conversation.queue) - 1
-                await on_events([Notice(f"Queued: {ahead} earlier task(s) of this conversation run first.")])
+                await on_events(
+                    [Notice(f"Queued: {ahead} earlier task(s) of this conversation run first.")]
+                )
             while conversation.queue[0] is not ticket and not ticket.cancel_requested:
                 await ticket.wake.wait()
                 ticket.wake = anyio.Event()
@@ -380,8 +389,8 @@ class Bridge:
                 raise
             if not session.alive:
                 conversation.session = None
-            if ticket.cancel_requested:
-                outcome.cancelled_by_bridge = True
+            # Re-read: a cancel can arrive while the turn runs (mypy narrowed the field above).
+            outcome.cancelled_by_bridge |= ticket.was_cancelled()
             return outcome
         finally:
             ticket.running = False

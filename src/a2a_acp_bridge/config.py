@@ -190,7 +190,9 @@ class Settings:
             else DEFAULT_IDLE_TIMEOUT_MS
         )
         sandbox_text = text("ACP_SANDBOX_DIR")
-        sandbox_parent = Path(sandbox_text).expanduser() if sandbox_text else base / SANDBOX_DIR_NAME
+        sandbox_parent = (
+            Path(sandbox_text).expanduser() if sandbox_text else base / SANDBOX_DIR_NAME
+        )
         if not sandbox_parent.is_absolute():
             sandbox_parent = base / sandbox_parent
         supervised_mode = text("ACP_SUPERVISED_MODE")

@@ -106,9 +106,9 @@ class DemoAgent:
         if method == "session/prompt":
             return await self._prompt(self._session(params), params.get("prompt") or [])
         if method == "session/cancel":
-            session = self.sessions.get(str(params.get("sessionId")))
-            if session is not None:
-                session.cancelled.set()
+            known = self.sessions.get(str(params.get("sessionId")))
+            if known is not None:
+                known.cancelled.set()
             return None
         if method == "session/close":
             self.sessions.pop(str(params.get("sessionId")), None)
@@ -181,11 +181,15 @@ class DemoAgent:
     # --- turns -------------------------------------------------------------------------
 
     async def _update(self, session: Session, update: dict[str, Any]) -> None:
-        await self.peer.notify("session/update", {"sessionId": session.session_id, "update": update})
+        await self.peer.notify(
+            "session/update", {"sessionId": session.session_id, "update": update}
+        )
 
     async def _say(self, session: Session, text: str, *, thought: bool = False) -> None:
         kind = "agent_thought_chunk" if thought else "agent_message_chunk"
-        await self._update(session, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+        await self._update(
+            session, {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        )
 
     async def _prompt(self, session: Session, blocks: list[dict[str, Any]]) -> dict[str, Any]:
         session.cancelled.clear()
@@ -208,8 +212,10 @@ class DemoAgent:
         self._record(session, "agent", "\n".join(said))
         if session.cancelled.is_set():
             return {"stopReason": "cancelled"}
-        return {"stopReason": "end_turn", "usage": {"inputTokens": len(text), "outputTokens": 0,
-                                                      "totalTokens": len(text)}}
+        return {
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": len(text), "outputTokens": 0, "totalTokens": len(text)},
+        }
 
     async def _instruction(self, session: Session, line: str) -> str | None:
         verb, _, rest = line.partition(" ")
@@ -217,7 +223,9 @@ class DemoAgent:
         rest = rest.strip()
         if verb in ("write", "append") and ":" in rest:
             target, _, content = rest.partition(":")
-            return await self._write(session, target.strip(), content.strip(), append=verb == "append")
+            return await self._write(
+                session, target.strip(), content.strip(), append=verb == "append"
+            )
         if verb == "delete" and rest:
             return await self._delete(session, rest)
         if verb == "read" and rest:
@@ -239,8 +247,15 @@ class DemoAgent:
         return path if path.is_absolute() else session.cwd / path
 
     async def _ask(
-        self, session: Session, call_id: str, *, title: str, kind: str, raw: dict[str, Any],
-        locations: list[str], content: list[dict[str, Any]] | None = None,
+        self,
+        session: Session,
+        call_id: str,
+        *,
+        title: str,
+        kind: str,
+        raw: dict[str, Any],
+        locations: list[str],
+        content: list[dict[str, Any]] | None = None,
     ) -> bool | None:
         """Announce the tool call and ask for permission: True, False, or None if cancelled."""
         tool: dict[str, Any] = {
@@ -264,7 +279,9 @@ class DemoAgent:
         )
         answer_task = asyncio.ensure_future(request)
         cancel_task = asyncio.ensure_future(session.cancelled.wait())
-        done, _ = await asyncio.wait({answer_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {answer_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED
+        )
         cancel_task.cancel()
         if answer_task not in done:
             answer_task.cancel()
@@ -276,17 +293,23 @@ class DemoAgent:
         if outcome.get("outcome") != "selected":
             await self._finish(session, call_id, "failed", "The permission request was cancelled.")
             return False
-        option = next((o for o in PERMISSION_OPTIONS if o["optionId"] == outcome.get("optionId")), None)
+        option = next(
+            (o for o in PERMISSION_OPTIONS if o["optionId"] == outcome.get("optionId")), None
+        )
         if option is None:
             await self._finish(
-                session, call_id, "failed",
+                session,
+                call_id,
+                "failed",
                 f"Permission option was not offered: {outcome.get('optionId')}",
             )
             return False
         if option["kind"] == "allow_always":
             session.always_allowed.add(kind)
         if option["kind"].startswith("reject"):
-            await self._finish(session, call_id, "failed", "The user refused permission to run the tool.")
+            await self._finish(
+                session, call_id, "failed", "The user refused permission to run the tool."
+            )
             return False
         await self._update(
             session,
@@ -295,7 +318,11 @@ class DemoAgent:
         return True
 
     async def _finish(
-        self, session: Session, call_id: str, status: str, text: str,
+        self,
+        session: Session,
+        call_id: str,
+        status: str,
+        text: str,
         content: list[dict[str, Any]] | None = None,
     ) -> None:
         items = [{"type": "content", "content": {"type": "text", "text": text}}]
@@ -320,8 +347,13 @@ class DemoAgent:
         diff = {"type": "diff", "path": str(path), "oldText": old, "newText": new}
         call_id = f"write-{uuid.uuid4().hex[:8]}"
         allowed = await self._ask(
-            session, call_id, title=f"{'Append to' if append else 'Write'} {target}", kind="edit",
-            raw={"file_path": str(path), "content": text}, locations=[str(path)], content=[diff],
+            session,
+            call_id,
+            title=f"{'Append to' if append else 'Write'} {target}",
+            kind="edit",
+            raw={"file_path": str(path), "content": text},
+            locations=[str(path)],
+            content=[diff],
         )
         if allowed is None:
             return None
@@ -340,8 +372,12 @@ class DemoAgent:
         path = self._path(session, target)
         call_id = f"delete-{uuid.uuid4().hex[:8]}"
         allowed = await self._ask(
-            session, call_id, title=f"Delete {target}", kind="delete",
-            raw={"path": str(path)}, locations=[str(path)],
+            session,
+            call_id,
+            title=f"Delete {target}",
+            kind="delete",
+            raw={"path": str(path)},
+            locations=[str(path)],
         )
         if allowed is None:
             return None
@@ -350,7 +386,9 @@ class DemoAgent:
         try:
             path.unlink()
         except OSError as exc:
-            await self._finish(session, call_id, "failed", f"Cannot delete {target}: {exc.strerror}")
+            await self._finish(
+                session, call_id, "failed", f"Cannot delete {target}: {exc.strerror}"
+            )
             return f"Could not delete {target}: {exc.strerror}."
         await self._finish(session, call_id, "completed", "Deleted.")
         return f"Deleted {target}."
@@ -359,8 +397,12 @@ class DemoAgent:
         path = self._path(session, target)
         call_id = f"read-{uuid.uuid4().hex[:8]}"
         allowed = await self._ask(
-            session, call_id, title=f"Read {target}", kind="read",
-            raw={"file_path": str(path)}, locations=[str(path)],
+            session,
+            call_id,
+            title=f"Read {target}",
+            kind="read",
+            raw={"file_path": str(path)},
+            locations=[str(path)],
         )
         if allowed is None:
             return None
@@ -379,8 +421,12 @@ class DemoAgent:
         path = self._path(session, target)
         call_id = f"list-{uuid.uuid4().hex[:8]}"
         allowed = await self._ask(
-            session, call_id, title=f"List {target}", kind="read",
-            raw={"path": str(path)}, locations=[str(path)],
+            session,
+            call_id,
+            title=f"List {target}",
+            kind="read",
+            raw={"path": str(path)},
+            locations=[str(path)],
         )
         if allowed is None:
             return None
@@ -401,21 +447,30 @@ class DemoAgent:
     async def _run(self, session: Session, command: str) -> str | None:
         call_id = f"run-{uuid.uuid4().hex[:8]}"
         allowed = await self._ask(
-            session, call_id, title=command, kind="execute",
-            raw={"command": command, "cwd": str(session.cwd)}, locations=[],
+            session,
+            call_id,
+            title=command,
+            kind="execute",
+            raw={"command": command, "cwd": str(session.cwd)},
+            locations=[],
         )
         if allowed is None:
             return None
         if not allowed:
             return f"Not allowed to run {shlex.quote(command)}."
         process = await asyncio.create_subprocess_shell(
-            command, cwd=session.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=False,
+            command,
+            cwd=session.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=False,
         )
         waiter = asyncio.ensure_future(process.communicate())
         cancel = asyncio.ensure_future(session.cancelled.wait())
-        done, _ = await asyncio.wait({waiter, cancel}, timeout=RUN_TIMEOUT_S,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {waiter, cancel}, timeout=RUN_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+        )
         cancel.cancel()
         if waiter not in done:
             with contextlib.suppress(ProcessLookupError):
@@ -455,4 +510,4 @@ async def main() -> None:
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-    os._exit(0)  # noqa: SLF001 - do not wait for stray subprocess pipes at exit
+    os._exit(0)

@@ -5,8 +5,8 @@
      ├── SandboxError             a working directory could not be made or trusted
      ├── CapacityError            the cap on live adapters is reached
      └── AdapterError             the coding agent could not serve the turn
-          ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed or timed out
-          │    └── SupervisionError   the supervised mode is not offered, refused or reads back different
+          ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed
+          │    └── SupervisionError   the supervised mode is missing, refused or reads back wrong
           ├── AdapterExitedError  the adapter process exited or broke its pipe
           └── AdapterSilentError  no session/update arrived within the silence limit
 

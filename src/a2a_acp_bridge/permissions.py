@@ -197,7 +197,9 @@ def _decide_change(request: PermissionRequest, boundary: Boundary, kind: str) ->
                 Rule.CHANGE_OUTSIDE_ROOT,
                 f"the {kind} reaches outside the working directory {boundary.root}: {shown}",
             )
-        return Decision(True, Rule.CHANGE_INSIDE_ROOT, f"every path of the {kind} is inside the root")
+        return Decision(
+            True, Rule.CHANGE_INSIDE_ROOT, f"every path of the {kind} is inside the root"
+        )
     if boundary.owned:
         return Decision(
             True,
@@ -214,9 +216,7 @@ def _decide_change(request: PermissionRequest, boundary: Boundary, kind: str) ->
 def _decide_unverifiable(boundary: Boundary, kind: str | None) -> Decision:
     what = f"{_article(kind)} {kind}" if kind else "an action of no declared kind"
     if boundary.owned:
-        return Decision(
-            True, Rule.UNVERIFIABLE_OWNED_ROOT, f"{what} in the bridge's own sandbox"
-        )
+        return Decision(True, Rule.UNVERIFIABLE_OWNED_ROOT, f"{what} in the bridge's own sandbox")
     if boundary.allow_execute:
         return Decision(
             True,

@@ -234,15 +234,15 @@ class TurnProgress:
             words = self._answer_tail.strip()
             return Outcome(FinalState.REJECTED, words or f"{agent} refused the request.")
         if reason in ("max_tokens", "max_turn_requests"):
-            why = "the agent reached its token limit" if reason == "max_tokens" else (
-                "the agent reached its limit of model requests for one turn"
+            why = (
+                "the agent reached its token limit"
+                if reason == "max_tokens"
+                else ("the agent reached its limit of model requests for one turn")
             )
             return Outcome(FinalState.COMPLETED, f"Stopped early: {why} ({reason}).")
         notes = []
         if refused:
-            notes.append(
-                f"{len(refused)} action(s) refused by the bridge: " + "; ".join(refused)
-            )
+            notes.append(f"{len(refused)} action(s) refused by the bridge: " + "; ".join(refused))
         failed = self.failed_tool_calls
         if failed:
             notes.append(f"{failed} tool call(s) failed")
@@ -250,7 +250,9 @@ class TurnProgress:
             return Outcome(FinalState.COMPLETED, "Done, but " + "; and ".join(notes) + ".")
         return Outcome(FinalState.COMPLETED, None)
 
-    def summary(self, end: TurnEnd, *, session_id: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def summary(
+        self, end: TurnEnd, *, session_id: str, extra: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The data part of the answer artifact."""
         data: dict[str, Any] = {
             "stopReason": end.stop_reason,
@@ -274,7 +276,5 @@ def refusal_to_dict(refusal: Refusal) -> dict[str, Any]:
         "reason": refusal.reason,
         "answer": refusal.answer if refusal.answer is not None else "cancelled",
         "turn": refusal.turn_effect,
-        "offered": [
-            {"optionId": option_id, "kind": kind} for option_id, kind in refusal.offered
-        ],
+        "offered": [{"optionId": option_id, "kind": kind} for option_id, kind in refusal.offered],
     }

@@ -17,7 +17,13 @@ from a2a.types.a2a_pb2 import (
 from a2a_acp_bridge import __version__
 from a2a_acp_bridge.acp.session import AgentInfo
 
-INPUT_MODES = ["text/plain", "application/json", "image/png", "image/jpeg", "application/octet-stream"]
+INPUT_MODES = [
+    "text/plain",
+    "application/json",
+    "image/png",
+    "image/jpeg",
+    "application/octet-stream",
+]
 OUTPUT_MODES = ["text/plain", "application/json", "text/x-diff"]
 
 
@@ -52,7 +58,9 @@ def build_card(
         description=description,
         supported_interfaces=[
             AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version="1.0"),
-            AgentInterface(url=f"{base}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"),
+            AgentInterface(
+                url=f"{base}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"
+            ),
         ],
         version=__version__,
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),

@@ -22,7 +22,8 @@ HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
 
 
 def _state_name(state: int) -> str:
-    return TaskState.Name(state).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
+    name: str = TaskState.Name(state)
+    return name.removeprefix("TASK_STATE_")
 
 
 def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int | None:
@@ -43,7 +44,11 @@ def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int |
         return None
     if kind == "status_update":
         status = event.status_update.status
-        text = "".join(part.text for part in status.message.parts) if status.HasField("message") else ""
+        text = (
+            "".join(part.text for part in status.message.parts)
+            if status.HasField("message")
+            else ""
+        )
         if answer_open[0]:
             out.write("\n")
             answer_open[0] = False

@@ -18,12 +18,12 @@ import difflib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.events.event_queue_v2 import EventQueue
+from a2a.server.events import EventQueue
 from a2a.types.a2a_pb2 import (
     Artifact,
     Message,
@@ -72,7 +72,11 @@ class TaskPublisher:
     """Builds and enqueues the A2A events of one task."""
 
     def __init__(
-        self, queue: EventQueue, task_id: str, context_id: str, root: Path | None = None
+        self,
+        queue: EventQueue,
+        task_id: str,
+        context_id: str,
+        root: Callable[[], Path | None] = lambda: None,
     ) -> None:
         self.queue = queue
         self.root = root
@@ -118,7 +122,7 @@ class TaskPublisher:
 
     async def change(self, change: ChangeMade) -> None:
         diff = change.diff
-        shown = _display_path(diff.path, self.root)
+        shown = _display_path(diff.path, self.root())
         before = (diff.old_text or "").splitlines(keepends=True)
         after = diff.new_text.splitlines(keepends=True)
         unified = "".join(
@@ -168,7 +172,8 @@ class BridgeExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
-        assert message is not None and context.task_id is not None
+        assert message is not None
+        assert context.task_id is not None
         task_id = context.task_id
         current = context.current_task
         # a2a-sdk 1.3.0 invents a fresh contextId for a follow-up naming only its taskId.
@@ -177,12 +182,13 @@ class BridgeExecutor(AgentExecutor):
             prompt = prompt_from_message(message)
         except InputProblem as problem:
             raise InvalidParamsError(message=str(problem)) from None
-        sandbox = self.bridge.sandbox_of(context_id)
         publisher = TaskPublisher(
-            event_queue, task_id, context_id, sandbox.root if sandbox is not None else None
+            event_queue, task_id, context_id, lambda: self.bridge.root_of(context_id)
         )
         # Registered before the task is visible, so a CancelTask always finds it.
-        ticket = self.bridge.ticket(task_id, context_id, message.message_id or None) if prompt else None
+        ticket = (
+            self.bridge.ticket(task_id, context_id, message.message_id or None) if prompt else None
+        )
         if current is None:
             task = Task(id=task_id, context_id=context_id, history=[message])
             task.status.state = TaskState.TASK_STATE_SUBMITTED

@@ -8,9 +8,8 @@ budget, is an InvalidParams error that names it.
 
 from __future__ import annotations
 
-from google.protobuf.json_format import MessageToDict
-
 from a2a.types.a2a_pb2 import Message
+from google.protobuf.json_format import MessageToDict
 
 from a2a_acp_bridge.errors import BridgeError
 from a2a_acp_bridge.prompt import BlobPart, DataPart, LinkPart, PromptPart, TextPart
@@ -43,8 +42,13 @@ def prompt_from_message(message: Message) -> list[PromptPart]:
                     f"the file {name!r} is {size} bytes; one file may be at most {MAX_FILE_BYTES}"
                 )
             file_bytes += size
-            parts.append(BlobPart(bytes(part.raw), part.media_type or "application/octet-stream",
-                                  part.filename or None))
+            parts.append(
+                BlobPart(
+                    bytes(part.raw),
+                    part.media_type or "application/octet-stream",
+                    part.filename or None,
+                )
+            )
         elif which == "url":
             parts.append(LinkPart(part.url, part.media_type or None, part.filename or None))
         elif which == "data":
@@ -55,7 +59,8 @@ def prompt_from_message(message: Message) -> list[PromptPart]:
             raise InputProblem(f"{name} has no content (text, raw, url or data)")
     if file_bytes > MAX_FILES_BYTES:
         raise InputProblem(
-            f"the files of this message add up to {file_bytes} bytes; the limit is {MAX_FILES_BYTES}"
+            f"the files of this message add up to {file_bytes} bytes; "
+            f"the limit is {MAX_FILES_BYTES}"
         )
     if text_chars > MAX_TEXT_CHARS:
         raise InputProblem(

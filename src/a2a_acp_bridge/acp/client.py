@@ -34,13 +34,15 @@ from acp.schema import (
     CurrentModeUpdate,
     DeniedOutcome,
     FileEditToolCallContent,
-    PermissionOption as AcpPermissionOption,
     RequestPermissionResponse,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
     UsageUpdate,
+)
+from acp.schema import (
+    PermissionOption as AcpPermissionOption,
 )
 
 from a2a_acp_bridge.boundary import Boundary
@@ -338,7 +340,9 @@ def _content_text(content: Any) -> str:
     return f"<{kind}>"
 
 
-def _tool_call_seen(update: ToolCallStart | ToolCallProgress | ToolCallUpdate, *, started: bool) -> ToolCallSeen:
+def _tool_call_seen(
+    update: ToolCallStart | ToolCallProgress | ToolCallUpdate, *, started: bool
+) -> ToolCallSeen:
     locations = None
     if update.locations is not None:
         locations = tuple(location.path for location in update.locations)
@@ -364,7 +368,10 @@ def _tool_call_seen(update: ToolCallStart | ToolCallProgress | ToolCallUpdate, *
 def mode_from_config_options(options: Any) -> tuple[str, str] | None:
     """(config id, current value) of the option of category `mode`, if there is one."""
     for option in options or ():
-        if getattr(option, "category", None) == "mode" and getattr(option, "type", None) == "select":
+        if (
+            getattr(option, "category", None) == "mode"
+            and getattr(option, "type", None) == "select"
+        ):
             return str(option.id), str(option.current_value)
     return None
 

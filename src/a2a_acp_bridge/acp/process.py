@@ -85,7 +85,9 @@ ENV_PREFIXES = (
 )
 
 
-def adapter_environment(source: Mapping[str, str], extra_names: Iterable[str] = ()) -> dict[str, str]:
+def adapter_environment(
+    source: Mapping[str, str], extra_names: Iterable[str] = ()
+) -> dict[str, str]:
     """The environment an adapter sees: the allowlist above plus `extra_names` (ACP_AGENT_ENV)."""
     wanted = set(extra_names)
     return {
@@ -206,8 +208,8 @@ class AdapterProcess:
 
     async def _watch_exit(self) -> None:
         # Process.wait() would not return while a grandchild holds the pipes open;
-        # the returncode set by the child watcher does.
-        while self.proc.returncode is None:
+        # the returncode set by the child watcher does, so poll it.
+        while self.proc.returncode is None:  # noqa: ASYNC110
             await asyncio.sleep(EXIT_POLL_S)
         self.exited.set()
         status = ExitStatus(self.proc.returncode)
@@ -231,7 +233,7 @@ class AdapterProcess:
             if _group_alive(self.pid):
                 _signal_group(self.pid, signal.SIGTERM)
                 with anyio.move_on_after(term_grace):
-                    while _group_alive(self.pid):
+                    while _group_alive(self.pid):  # noqa: ASYNC110 - no event tells of a group
                         await asyncio.sleep(EXIT_POLL_S)
             if _group_alive(self.pid):
                 _signal_group(self.pid, signal.SIGKILL)
@@ -299,9 +301,10 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # A zombie leader still counts as a member: look for a live one.
-    return any(_state(pid) not in ("Z", "X", None) for pid in _group_members(pgid)) or not Path(
-        "/proc"
-    ).is_dir()
+    return (
+        any(_state(pid) not in ("Z", "X", None) for pid in _group_members(pgid))
+        or not Path("/proc").is_dir()
+    )
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -355,4 +358,6 @@ def _descendants(root: int) -> list[tuple[int, str]]:
 
 def _same_process(pid: int, start: str) -> bool:
     fields = _stat_fields(pid)
-    return bool(fields) and len(fields) >= 20 and fields[19] == start and fields[0] not in ("Z", "X")
+    if fields is None or len(fields) < 20:
+        return False
+    return fields[19] == start and fields[0] not in ("Z", "X")

@@ -123,7 +123,7 @@ class AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
         process = await spawn(plan.command, cwd=plan.boundary.root, env=plan.env, label=plan.label)
         client = BridgeClient(plan.label)
-        conn = connect_to_agent(client, process.stdin, process.stdout)
+        conn = connect_to_agent(client, process.stdin, process.stdout)  # type: ignore[arg-type]
         session = cls(process, client, conn, plan)
         try:
             with anyio.fail_after(plan.start_timeout_s):
@@ -139,8 +139,9 @@ class AgentSession:
         except (ConnectionError, OSError):
             await session._await_exit()
             await session.close()
-            raise AdapterStartError(f"{session.name} stopped while starting: "
-                                    f"{process.describe_exit()}") from None
+            raise AdapterStartError(
+                f"{session.name} stopped while starting: {process.describe_exit()}"
+            ) from None
         except (RequestError, ValidationError) as exc:
             await session.close()
             raise AdapterStartError(f"{session.name} failed to start: {_describe(exc)}") from None
@@ -329,8 +330,10 @@ class AgentSession:
                 break
             # claude-agent-acp #551: a cancelled turn's stop reason can surface on the next
             # prompt. The agent did nothing with this one, so send it again, once.
-            logger.warning("stale stop reason from the previous turn; prompting again",
-                           extra={"agent": self.name, "session_id": self.session_id})
+            logger.warning(
+                "stale stop reason from the previous turn; prompting again",
+                extra={"agent": self.name, "session_id": self.session_id},
+            )
             retried_stale = True
         outcome.notes = [note for note in outcome.notes if note != "no-updates"]
         self._last_turn_cancelled = outcome.end.stop_reason == "cancelled"
@@ -455,7 +458,11 @@ class AgentSession:
         state = self.state
         assert state is not None
         target = state.supervision.supervised_mode
-        if target is None or state.current_mode in (target, None) or state.current_mode in READ_ONLY_MODES:
+        if (
+            target is None
+            or state.current_mode in (target, None)
+            or state.current_mode in READ_ONLY_MODES
+        ):
             return
         logger.warning(
             "session left its supervised mode; switching back",
@@ -531,7 +538,10 @@ def notice_for_lost_memory(name: str) -> Notice:
 
 def _mode_option(options: Any) -> Any:
     for option in options or ():
-        if getattr(option, "category", None) == "mode" and getattr(option, "type", None) == "select":
+        if (
+            getattr(option, "category", None) == "mode"
+            and getattr(option, "type", None) == "select"
+        ):
             return option
     return None
 
