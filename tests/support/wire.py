@@ -1,0 +1,111 @@
+"""A2A over real HTTP, the way a client sees it: JSON-RPC calls and SSE read as it streams."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+A2A_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+TERMINAL = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+}
+INTERRUPTED = {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
+
+
+def user_message(
+    text: str, *, context_id: str | None = None, task_id: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if context_id:
+        message["contextId"] = context_id
+    if task_id:
+        message["taskId"] = task_id
+    message.update(extra)
+    return message
+
+
+async def rpc(
+    client: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], **kw: Any
+) -> dict[str, Any]:
+    """One JSON-RPC call; returns the whole response object (result or error)."""
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    response = await client.post(url, json=body, headers=A2A_HEADERS, **kw)
+    assert response.status_code == 200, response.text
+    data: dict[str, Any] = response.json()
+    return data
+
+
+async def send(
+    client: httpx.AsyncClient, url: str, text: str, **message_fields: Any
+) -> dict[str, Any]:
+    """SendMessage (blocking); returns the task, failing the test on a JSON-RPC error."""
+    reply = await rpc(client, url, "SendMessage", {"message": user_message(text, **message_fields)})
+    assert "result" in reply, reply
+    task: dict[str, Any] = reply["result"]["task"]
+    return task
+
+
+async def stream(
+    client: httpx.AsyncClient,
+    url: str,
+    params: dict[str, Any],
+    method: str = "SendStreamingMessage",
+) -> AsyncIterator[dict[str, Any]]:
+    """Yield each SSE event's JSON-RPC `result` as it arrives."""
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    async with client.stream("POST", url, json=body, headers=A2A_HEADERS) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            payload = json.loads(line[len("data:") :])
+            if "error" in payload:
+                raise AssertionError(f"error in stream: {payload['error']}")
+            yield payload["result"]
+
+
+def state_of(event: dict[str, Any]) -> str | None:
+    if "task" in event:
+        return str(event["task"]["status"]["state"])
+    if "statusUpdate" in event:
+        return str(event["statusUpdate"]["status"]["state"])
+    return None
+
+
+def status_text(status: dict[str, Any]) -> str:
+    message = status.get("message") or {}
+    return "".join(part.get("text", "") for part in message.get("parts", []))
+
+
+def artifact(task: dict[str, Any], artifact_id: str) -> dict[str, Any] | None:
+    for item in task.get("artifacts", []):
+        if item["artifactId"] == artifact_id:
+            return dict(item)
+    return None
+
+
+def answer_text(task: dict[str, Any]) -> str:
+    found = artifact(task, "answer")
+    if found is None:
+        return ""
+    return "".join(part.get("text", "") for part in found["parts"])
+
+
+def answer_report(task: dict[str, Any]) -> dict[str, Any]:
+    found = artifact(task, "answer")
+    assert found is not None, "no answer artifact"
+    data = [part["data"] for part in found["parts"] if "data" in part]
+    assert data, "the answer artifact has no data part"
+    report: dict[str, Any] = data[-1]
+    return report

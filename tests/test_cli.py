@@ -1,0 +1,128 @@
+"""The command line: bad values stop the start with one line and exit status 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from a2a_acp_bridge.cli import effective_environment, read_dotenv
+from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.errors import ConfigError
+
+# Bounded: a start that does not fail at once would otherwise serve forever.
+CLI_TIMEOUT_S = 30
+
+
+def run_serve(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v for k, v in os.environ.items() if k not in {"PORT", "HOST", "ACP_AGENT", "ACP_CWD"}
+    }
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "a2a_acp_bridge", "serve", *args],
+        cwd=tmp_path,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "expected"),
+    [
+        pytest.param({"PORT": "eighty"}, (), "PORT: 'eighty' is not a port number", id="port-word"),
+        pytest.param(
+            {}, ("--port", "70000"), "PORT: '70000' is not a port number", id="port-range"
+        ),
+        pytest.param(
+            {"ACP_CWD": "missing-dir"},
+            (),
+            "ACP_CWD: 'missing-dir' does not exist",
+            id="cwd-missing",
+        ),
+        pytest.param(
+            {"ACP_CWD": "a-file"}, (), "ACP_CWD: 'a-file' is not a directory", id="cwd-file"
+        ),
+        pytest.param(
+            {}, ("--agent", "klaude"), "ACP_AGENT: 'klaude' is neither a preset", id="preset"
+        ),
+        pytest.param(
+            {"ACP_ALLOW_EXECUTE": "maybe"},
+            (),
+            "ACP_ALLOW_EXECUTE: 'maybe' is not a boolean",
+            id="bool",
+        ),
+        pytest.param(
+            {"ACP_IDLE_TIMEOUT_MS": "-5"}, (), "ACP_IDLE_TIMEOUT_MS: -5 is out of range", id="idle"
+        ),
+        pytest.param(
+            {"ACP_SUPERVISED_MODE": "bypassPermissions"},
+            (),
+            "ACP_SUPERVISED_MODE: 'bypassPermissions' lets the agent act without asking",
+            id="unsupervised-mode",
+        ),
+    ],
+)
+def test_a_bad_value_stops_the_start_with_one_line_naming_it(
+    tmp_path: Path, env: dict[str, str], args: tuple[str, ...], expected: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    result = run_serve(tmp_path, env, *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("a2a-acp-bridge: ")
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_dotenv_is_read_without_overriding_the_real_environment(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(
+        "# settings\nPORT=5000\nexport AGENT_NAME='From dotenv'\nACP_ALLOW_EXECUTE=true # comment\n"
+    )
+    env = effective_environment({"PORT": "6000"}, {"name": None}, tmp_path)
+    settings = Settings.from_env(env, cwd=tmp_path)
+    assert settings.port == 6000
+    assert settings.name == "From dotenv"
+    assert settings.allow_execute is True
+
+
+def test_flags_win_over_the_environment(tmp_path: Path) -> None:
+    env = effective_environment({"PORT": "6000", "HOST": "127.0.0.2"}, {"port": "7000"}, tmp_path)
+    settings = Settings.from_env(env, cwd=tmp_path)
+    assert settings.port == 7000
+    assert settings.host == "127.0.0.2"
+
+
+def test_a_malformed_dotenv_line_is_named(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("PORT=1\nthis is not a setting\n")
+    with pytest.raises(ConfigError, match="line 2 is not KEY=VALUE"):
+        read_dotenv(tmp_path / ".env")
+
+
+def test_acp_cwd_is_resolved_once_through_symlinks(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    settings = Settings.from_env({"ACP_CWD": "link"}, cwd=tmp_path)
+    assert settings.acp_cwd == real.resolve()
+
+
+def test_presets_and_commands_become_agent_specs(tmp_path: Path) -> None:
+    demo = Settings.from_env({}, cwd=tmp_path).agent
+    assert demo.is_demo
+    assert demo.command[1:] == ("-m", "a2a_acp_bridge.demo_agent")
+    custom = Settings.from_env(
+        {"ACP_AGENT": f"{sys.executable} -u 'my agent.py'"}, cwd=tmp_path
+    ).agent
+    assert custom.command == (sys.executable, "-u", "my agent.py")
+    gemini = Settings.from_env({"ACP_AGENT": "gemini"}, cwd=tmp_path).agent
+    assert gemini.command[-1] == "--acp"
+    assert any(
+        "@google/gemini-cli@0.61.0" in word or word.endswith("/gemini") for word in gemini.command
+    )
