@@ -1,0 +1,291 @@
+"""A scripted ACP agent for tests: a real subprocess over stdio, driven by data.
+
+    python tests/agents/scripted_agent.py SCRIPT.json
+
+The script (JSON) says who the agent is and what it does on each prompt:
+
+    {
+      "agent_info": {"name": "@agentclientprotocol/claude-agent-acp", "version": "0.101.0"},
+      "load_session": true, "close": true, "string_ids": false,
+      "modes": {"current": "auto", "available": ["default", "auto", "plan"]},   # or null
+      "config_mode": true,            # also offer a config option of category "mode"
+      "refuse_modes": ["default"],    # set_mode / set_config_option to these fail
+      "readback": {"default": "auto"},# the mode reads back as something else
+      "new_session_error": null,      # {"code": -32000, "message": "..."} fails session/new
+      "turns": [[step, ...], ...],    # the Nth prompt runs turns[N] (the last one repeats)
+      "by_prompt": {"TEXT": [step, ...]}  # or chosen by the prompt's exact text
+    }
+
+Steps (`op`):
+    say TEXT | think TEXT              agent_message_chunk / agent_thought_chunk
+    chunks N SIZE                      N message chunks of SIZE characters (a counter each)
+    tool_call {...} | tool_update {...}  session/update tool_call / tool_call_update (fields as on the wire)
+    permission {tool_call, options: [[id, name, kind]...], end_turn_on: [ids], act: {...}}
+                                       ask; `end_turn_on`: answers that make the turn stop
+                                       `cancelled` (codex's abort); `act` runs if allowed:
+                                       {"write": PATH, "text": TEXT} or {"say": TEXT};
+                                       the answer is reported as "permission ID: ANSWER"
+    mode ID                            current_mode_update
+    plan [[content, status], ...]      plan update
+    sleep SECONDS                      wait (session/cancel ends the turn `cancelled`)
+    wait_cancel [delay]                wait for session/cancel, then `delay` more seconds
+    stop REASON                        end the turn with this stopReason now
+    crash [code]                       exit at once
+    hang                               never answer this prompt
+    error CODE MESSAGE                 answer the prompt with a JSON-RPC error
+    stderr BYTES                       write that much to stderr
+    grandchild SECONDS                 start a child that holds stdout open, then crash
+    raw LINE                           write LINE to stdout as it is (broken frames)
+    stale_cancel                       the next prompt answers `cancelled` at once
+Every prompt that reaches its end answers `end_turn`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from a2a_acp_bridge.agent_wire import AgentPeer, RpcError, method_not_found
+
+
+class ScriptedAgent:
+    def __init__(self, peer: AgentPeer, script: dict[str, Any]) -> None:
+        self.peer = peer
+        self.script = script
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.prompts = 0
+        self.cancelled = asyncio.Event()
+        self.stale_cancel = False
+        modes = script.get("modes")
+        self.mode: str | None = modes["current"] if modes else None
+
+    # --- protocol ----------------------------------------------------------------------
+
+    async def handle(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "initialize":
+            caps: dict[str, Any] = {
+                "loadSession": bool(self.script.get("load_session", False)),
+                "promptCapabilities": {"embeddedContext": True, "image": True},
+            }
+            if self.script.get("close", True):
+                caps["sessionCapabilities"] = {"close": {}}
+            return {
+                "protocolVersion": self.script.get("protocol_version", 1),
+                "agentCapabilities": caps,
+                "agentInfo": self.script.get(
+                    "agent_info", {"name": "scripted-agent", "version": "1"}
+                ),
+                "authMethods": [],
+            }
+        if method in ("session/new", "session/load"):
+            error = self.script.get("new_session_error")
+            if error:
+                raise RpcError(error["code"], error["message"])
+            session_id = params.get("sessionId") if method == "session/load" else str(uuid.uuid4())
+            if method == "session/load" and session_id not in self.script.get(
+                "loadable", [session_id]
+            ):
+                raise RpcError(-32002, "Resource not found")
+            self.sessions[str(session_id)] = {"cwd": params.get("cwd")}
+            result: dict[str, Any] = {"sessionId": session_id}
+            modes = self.script.get("modes")
+            if modes:
+                result["modes"] = {
+                    "currentModeId": self.mode,
+                    "availableModes": [{"id": m, "name": m} for m in modes["available"]],
+                }
+                if self.script.get("config_mode"):
+                    result["configOptions"] = [self._mode_option()]
+            return result
+        if method == "session/set_mode":
+            await self._set_mode(str(params.get("modeId")), params["sessionId"])
+            return {}
+        if method == "session/set_config_option":
+            if not self.script.get("config_mode"):
+                raise method_not_found(method)
+            await self._set_mode(str(params.get("value")), params["sessionId"], notify=False)
+            return {"configOptions": [self._mode_option()]}
+        if method == "session/prompt":
+            return await self._prompt(params)
+        if method == "session/cancel":
+            self.cancelled.set()
+            return None
+        if method == "session/close":
+            self.sessions.pop(str(params.get("sessionId")), None)
+            return {}
+        raise method_not_found(method)
+
+    def _mode_option(self) -> dict[str, Any]:
+        return {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": self.mode,
+            "options": [{"value": m, "name": m} for m in self.script["modes"]["available"]],
+        }
+
+    async def _set_mode(self, mode: str, session_id: str, notify: bool = True) -> None:
+        if mode in self.script.get("refuse_modes", []):
+            raise RpcError(-32602, f"Mode {mode} is not available")
+        self.mode = self.script.get("readback", {}).get(mode, mode)
+        if notify:
+            await self._update(
+                session_id, {"sessionUpdate": "current_mode_update", "currentModeId": self.mode}
+            )
+
+    async def _update(self, session_id: str, update: dict[str, Any]) -> None:
+        await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
+
+    # --- turns -------------------------------------------------------------------------
+
+    def _steps_for(self, prompt_text: str) -> list[dict[str, Any]]:
+        by_prompt = self.script.get("by_prompt", {})
+        if prompt_text in by_prompt:
+            return list(by_prompt[prompt_text])
+        turns = self.script.get("turns") or [[{"op": "say", "text": f"echo: {prompt_text}"}]]
+        return list(turns[min(self.prompts, len(turns) - 1)])
+
+    async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = str(params["sessionId"])
+        text = "\n".join(
+            b.get("text", "") for b in params.get("prompt", []) if b.get("type") == "text"
+        )
+        self.cancelled.clear()
+        if self.stale_cancel:
+            self.stale_cancel = False
+            return {"stopReason": "cancelled"}
+        steps = self._steps_for(text)
+        self.prompts += 1
+        meta = params.get("_meta")
+        if meta is not None and self.script.get("echo_meta"):
+            await self._say(session_id, "meta: " + json.dumps(meta, sort_keys=True))
+        for step in steps:
+            if self.cancelled.is_set():
+                return {"stopReason": "cancelled"}
+            outcome = await self._step(session_id, step)
+            if outcome is not None:
+                return outcome
+        return {
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3},
+        }
+
+    async def _say(self, session_id: str, text: str, kind: str = "agent_message_chunk") -> None:
+        await self._update(
+            session_id, {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        )
+
+    async def _step(self, session_id: str, step: dict[str, Any]) -> dict[str, Any] | None:
+        op = step["op"]
+        if op == "say":
+            await self._say(session_id, step["text"])
+        elif op == "think":
+            await self._say(session_id, step["text"], "agent_thought_chunk")
+        elif op == "chunks":
+            for i in range(int(step["n"])):
+                await self._say(
+                    session_id, f"{i:08d}:".ljust(int(step["size"]), "x")[: int(step["size"])]
+                )
+        elif op == "tool_call":
+            await self._update(session_id, {"sessionUpdate": "tool_call", **step["call"]})
+        elif op == "tool_update":
+            await self._update(session_id, {"sessionUpdate": "tool_call_update", **step["call"]})
+        elif op == "permission":
+            return await self._permission(session_id, step)
+        elif op == "mode":
+            self.mode = step["id"]
+            await self._update(
+                session_id, {"sessionUpdate": "current_mode_update", "currentModeId": step["id"]}
+            )
+        elif op == "plan":
+            entries = [
+                {"content": c, "status": s, "priority": "medium"} for c, s in step["entries"]
+            ]
+            await self._update(session_id, {"sessionUpdate": "plan", "entries": entries})
+        elif op == "sleep":
+            try:
+                await asyncio.wait_for(self.cancelled.wait(), timeout=float(step["seconds"]))
+                return {"stopReason": "cancelled"}
+            except asyncio.TimeoutError:
+                pass
+        elif op == "wait_cancel":
+            await self.cancelled.wait()
+            await asyncio.sleep(float(step.get("delay", 0)))
+            return {"stopReason": step.get("reason", "cancelled")}
+        elif op == "stop":
+            return {"stopReason": step["reason"]}
+        elif op == "crash":
+            sys.stdout.flush()
+            os._exit(int(step.get("code", 3)))
+        elif op == "hang":
+            await asyncio.Event().wait()
+        elif op == "error":
+            raise RpcError(int(step["code"]), str(step["message"]))
+        elif op == "stderr":
+            sys.stderr.write("e" * int(step["bytes"]) + "\nlast words of the scripted agent\n")
+            sys.stderr.flush()
+        elif op == "grandchild":
+            subprocess.Popen(
+                ["sleep", str(step["seconds"])], stdout=sys.stdout, stderr=subprocess.DEVNULL
+            )
+            os._exit(int(step.get("code", 4)))
+        elif op == "raw":
+            await self.peer.write_raw(step["line"].encode() + b"\n")
+        elif op == "stale_cancel":
+            self.stale_cancel = True
+        else:
+            raise RpcError(-32603, f"unknown scripted op {op!r}")
+        return None
+
+    async def _permission(self, session_id: str, step: dict[str, Any]) -> dict[str, Any] | None:
+        options = [{"optionId": o[0], "name": o[1], "kind": o[2]} for o in step["options"]]
+        tool_call = step["tool_call"]
+        ask = self.peer.request(
+            "session/request_permission",
+            {"sessionId": session_id, "toolCall": tool_call, "options": options},
+        )
+        answer_task = asyncio.ensure_future(ask)
+        cancel_task = asyncio.ensure_future(self.cancelled.wait())
+        done, _ = await asyncio.wait(
+            {answer_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED
+        )
+        cancel_task.cancel()
+        if answer_task not in done:
+            if step.get("wait_answer_on_cancel"):  # gemini waits for the late answer
+                await answer_task
+            else:
+                answer_task.cancel()
+            return {"stopReason": "cancelled"}
+        outcome = (answer_task.result() or {}).get("outcome") or {}
+        answer = outcome.get("optionId") if outcome.get("outcome") == "selected" else "cancelled"
+        await self._say(session_id, f"permission {tool_call.get('toolCallId')}: {answer}\n")
+        if answer in step.get("end_turn_on", []):
+            return {"stopReason": "cancelled"}
+        chosen = next((o for o in options if o["optionId"] == answer), None)
+        if chosen is not None and chosen["kind"].startswith("allow"):
+            act = step.get("act") or {}
+            if "write" in act:
+                path = Path(act["write"])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(act.get("text", ""))
+            if "say" in act:
+                await self._say(session_id, act["say"])
+        return None
+
+
+async def main() -> None:
+    script = json.loads(Path(sys.argv[1]).read_text())
+    peer = AgentPeer(string_ids=bool(script.get("string_ids")))
+    await peer.open()
+    await peer.serve(ScriptedAgent(peer, script).handle)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
