@@ -19,7 +19,7 @@ The script (JSON) says who the agent is and what it does on each prompt:
 Steps (`op`):
     say TEXT | think TEXT              agent_message_chunk / agent_thought_chunk
     chunks N SIZE                      N message chunks of SIZE characters (a counter each)
-    tool_call {...} | tool_update {...}  session/update tool_call / tool_call_update (fields as on the wire)
+    tool_call {call} | tool_update {call}  tool_call / tool_call_update (`call`: the wire fields)
     permission {tool_call, options: [[id, name, kind]...], end_turn_on: [ids], act: {...}}
                                        ask; `end_turn_on`: answers that make the turn stop
                                        `cancelled` (codex's abort); `act` runs if allowed:
@@ -213,7 +213,7 @@ class ScriptedAgent:
             try:
                 await asyncio.wait_for(self.cancelled.wait(), timeout=float(step["seconds"]))
                 return {"stopReason": "cancelled"}
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         elif op == "wait_cancel":
             await self.cancelled.wait()
