@@ -35,6 +35,7 @@ from acp.schema import (
     DeniedOutcome,
     FileEditToolCallContent,
     RequestPermissionResponse,
+    SessionNotification,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
@@ -44,6 +45,7 @@ from acp.schema import (
 from acp.schema import (
     PermissionOption as AcpPermissionOption,
 )
+from pydantic import ValidationError
 
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.events import (
@@ -176,9 +178,44 @@ class BridgeClient:
     # --- session/update -----------------------------------------------------------------
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        """Updates the transport did not take (a session not registered yet)."""
         state = self.sessions.get(session_id)
+        if state is not None:
+            self._apply(state, update)
+
+    def update_from_wire(self, params: dict[str, Any]) -> bool:
+        """The transport's fast path: take a raw `session/update` for a known session.
+
+        Text chunks, most of what a turn streams, go straight into the sink; every other
+        update is validated with the SDK's model first. False leaves the message to the SDK.
+        """
+        state = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
         if state is None:
-            return
+            return False
+        update = params.get("update")
+        if isinstance(update, dict):
+            kind = update.get("sessionUpdate")
+            if kind == "agent_message_chunk" or kind == "agent_thought_chunk":
+                content = update.get("content")
+                if isinstance(content, dict) and content.get("type") == "text":
+                    text = content.get("text")
+                    if isinstance(text, str):
+                        if kind == "agent_message_chunk":
+                            state.sink.put(TextChunk("answer", text))
+                        else:
+                            state.sink.put(TextChunk("thought", text))
+                        return True
+        try:
+            notification = SessionNotification.model_validate(params)
+        except ValidationError:
+            # An update kind this SDK does not know, or a malformed one: proof of life only.
+            logger.debug("session/update not understood; skipped", extra={"agent": self.label})
+            state.sink.touch()
+            return True
+        self._apply(state, notification.update)
+        return True
+
+    def _apply(self, state: SessionState, update: Any) -> None:
         sink = state.sink
         kind = type(update)
         if kind is AgentMessageChunk:

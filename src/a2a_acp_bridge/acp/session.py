@@ -32,6 +32,7 @@ from a2a_acp_bridge.acp.client import (
 )
 from a2a_acp_bridge.acp.process import AdapterProcess, spawn
 from a2a_acp_bridge.acp.prompt import PromptCapabilities, to_content_blocks
+from a2a_acp_bridge.acp.transport import StdioTransport
 from a2a_acp_bridge.adapters import READ_ONLY_MODES, profile_for
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.errors import (
@@ -123,7 +124,8 @@ class AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
         process = await spawn(plan.command, cwd=plan.boundary.root, env=plan.env, label=plan.label)
         client = BridgeClient(plan.label)
-        conn = connect_to_agent(client, process.stdin, process.stdout)  # type: ignore[arg-type]
+        transport = StdioTransport(process.stdout, process.stdin, client.update_from_wire)
+        conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
         session = cls(process, client, conn, plan)
         try:
             with anyio.fail_after(plan.start_timeout_s):
