@@ -2,14 +2,17 @@
 
 Each profile is keyed by the `agentInfo.name` an adapter reports at `initialize` (never by
 the command line, so a wrapper script around a known adapter is still recognised) and
-records what was measured against that adapter (../shared/reference/realagents*.md):
+records what was measured against that adapter offline (../shared/reference/realagents*.md,
+the fixtures under tests/fixtures/acp) or read in its source where no run covered it:
 
 - its most supervised native mode, the one the bridge forces on every session;
 - the ids of the options it offers when leaving plan mode, and where each one lands;
-- what refusing a permission request does to the turn (goes on, or ends it).
+- what refusing a permission request does to the turn (goes on, or ends it), for an
+  ordinary tool call and for a plan exit, by option id and for the outcome `cancelled`;
+- which "always" answers write a rule to disk that outlives the session.
 
-Nothing here guesses from a pattern: an id missing from a table has no known effect,
-and the classifier refuses what it cannot place.
+Nothing here guesses from a pattern: an id missing from a table has no known effect, and
+the classifier refuses what it cannot place. docs/permissions.md prints these tables.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+ANY_OTHER = "*"  # the key for "any other reject option" in the refusal tables
 
 
 class ExitEffect(enum.Enum):
@@ -56,52 +61,84 @@ READ_ONLY_MODES = frozenset({"plan", "read-only"})
 
 @dataclass(frozen=True)
 class AdapterProfile:
-    """The measured behaviour of one adapter family."""
+    """The measured behaviour of one adapter family (one agentInfo.name or a few)."""
 
     family: str
     agent_names: frozenset[str]
     supervised_mode: str
+    measured: tuple[str, ...] = ()  # the versions these facts come from
     exit_plan_options: Mapping[str, ExitEffect] = field(default_factory=dict)
-    # Effect of choosing a reject option, by option id; "*" is any other reject option.
+    # What choosing a reject option does to the turn, by option id; ANY_OTHER for the rest.
     reject_effects: Mapping[str, TurnEffect] = field(default_factory=dict)
-    # Effect of answering with the outcome `cancelled`.
+    # What answering with the outcome `cancelled` does.
     cancelled_effect: TurnEffect = TurnEffect.UNKNOWN
-    # Effect of refusing a request to leave plan mode (any refusal).
-    plan_refusal_effect: TurnEffect = TurnEffect.UNKNOWN
+    # The same two, when the request was a plan exit (adapters treat it differently).
+    plan_reject_effects: Mapping[str, TurnEffect] = field(default_factory=dict)
+    plan_cancelled_effect: TurnEffect = TurnEffect.UNKNOWN
     # toolCallId prefixes of tools that leave plan mode but arrive with another kind.
     plan_exit_tool_prefixes: tuple[str, ...] = ()
+    # Allow options whose grant is written to disk and outlives the session.
+    persistent_allow_options: frozenset[str] = frozenset()
 
+
+# Claude's plan-exit ids. 0.101 names them exit-plan-*; 0.23 and 0.16 named them after the
+# mode they land in. The sets never overlap in meaning, so every claude profile reads both.
+CLAUDE_EXIT_OPTIONS: Mapping[str, ExitEffect] = {
+    # claude-agent-acp 0.101 (measured: fixtures claude-agent-acp-0.101.0-*plan*)
+    "exit-plan-default": ExitEffect.KEEPS_SUPERVISION,  # lands in `default`: every edit asks
+    "exit-plan-auto": ExitEffect.DROPS_SUPERVISION,  # `auto`: a classifier model decides
+    "exit-plan-clear-auto": ExitEffect.DROPS_SUPERVISION,  # fresh query in `auto`
+    "exit-plan-accept-edits": ExitEffect.DROPS_SUPERVISION,  # `acceptEdits`: edits unasked
+    "exit-plan-clear-accept-edits": ExitEffect.DROPS_SUPERVISION,
+    "exit-plan-bypass": ExitEffect.DROPS_SUPERVISION,  # `bypassPermissions` (IS_SANDBOX=1)
+    "reject": ExitEffect.STAYS_IN_PLAN,  # "No, keep planning"
+    # claude-agent-acp 0.23.1 and claude-code-acp 0.16.2 (measured)
+    "default": ExitEffect.KEEPS_SUPERVISION,
+    "acceptEdits": ExitEffect.DROPS_SUPERVISION,
+    "bypassPermissions": ExitEffect.DROPS_SUPERVISION,
+    "plan": ExitEffect.STAYS_IN_PLAN,
+}
 
 CLAUDE = AdapterProfile(
     family="claude",
-    agent_names=frozenset(
-        {
-            "@agentclientprotocol/claude-agent-acp",
-            "@zed-industries/claude-agent-acp",
-            "@zed-industries/claude-code-acp",
-            "claude-agent-acp",
-            "claude-code-acp",
-        }
-    ),
+    agent_names=frozenset({"@agentclientprotocol/claude-agent-acp", "claude-agent-acp"}),
     supervised_mode="default",
-    exit_plan_options={
-        # claude-agent-acp 0.101
-        "exit-plan-default": ExitEffect.KEEPS_SUPERVISION,
-        "exit-plan-auto": ExitEffect.DROPS_SUPERVISION,
-        "exit-plan-clear-auto": ExitEffect.DROPS_SUPERVISION,
-        "exit-plan-accept-edits": ExitEffect.DROPS_SUPERVISION,
-        "exit-plan-clear-accept-edits": ExitEffect.DROPS_SUPERVISION,
-        "exit-plan-bypass": ExitEffect.DROPS_SUPERVISION,
-        "reject": ExitEffect.STAYS_IN_PLAN,
-        # claude-agent-acp 0.23 named the options after the modes
-        "default": ExitEffect.KEEPS_SUPERVISION,
-        "acceptEdits": ExitEffect.DROPS_SUPERVISION,
-        "bypassPermissions": ExitEffect.DROPS_SUPERVISION,
-        "plan": ExitEffect.STAYS_IN_PLAN,
-    },
-    reject_effects={"*": TurnEffect.CONTINUES},
+    measured=("0.101.0",),
+    exit_plan_options=CLAUDE_EXIT_OPTIONS,
+    # `reject` on Bash or Write: "User refused permission to run tool", the model goes on.
+    reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
+    # "Tool use aborted", then the model is called again and the turn ends end_turn.
     cancelled_effect=TurnEffect.CONTINUES,
-    plan_refusal_effect=TurnEffect.ENDS,
+    # "No, keep planning" interrupts: stopReason `cancelled`, no further model call.
+    plan_reject_effects={ANY_OTHER: TurnEffect.ENDS},
+    plan_cancelled_effect=TurnEffect.CONTINUES,
+    # Bash's allow-with-updates lands in <cwd>/.claude/settings.local.json.
+    persistent_allow_options=frozenset({"allow-with-updates"}),
+)
+
+CLAUDE_ZED = AdapterProfile(
+    family="claude",
+    agent_names=frozenset({"@zed-industries/claude-agent-acp"}),
+    supervised_mode="default",
+    measured=("0.23.1",),
+    exit_plan_options=CLAUDE_EXIT_OPTIONS,
+    reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
+    cancelled_effect=TurnEffect.CONTINUES,
+    # `plan` ("No, keep planning"): "User rejected request to exit plan mode.", goes on.
+    plan_reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
+    plan_cancelled_effect=TurnEffect.CONTINUES,
+)
+
+CLAUDE_CODE = AdapterProfile(
+    family="claude",
+    agent_names=frozenset({"@zed-industries/claude-code-acp", "claude-code-acp"}),
+    supervised_mode="default",
+    measured=("0.16.2",),
+    exit_plan_options=CLAUDE_EXIT_OPTIONS,
+    # A refusal is a deny with interrupt: no further model call (stopReason end_turn).
+    reject_effects={ANY_OTHER: TurnEffect.ENDS},
+    cancelled_effect=TurnEffect.CONTINUES,
+    plan_reject_effects={ANY_OTHER: TurnEffect.ENDS},
 )
 
 CODEX = AdapterProfile(
@@ -110,36 +147,57 @@ CODEX = AdapterProfile(
         {"@agentclientprotocol/codex-acp", "@zed-industries/codex-acp", "codex-acp"}
     ),
     supervised_mode="read-only",
+    measured=("2.6.0", "0.16.0"),
     exit_plan_options={
-        "implement_plan": ExitEffect.KEEPS_SUPERVISION,  # changes no mode
+        # The plan review ("Implement this plan?"): implementing changes no session mode.
+        "implement_plan": ExitEffect.KEEPS_SUPERVISION,
         "revise_plan": ExitEffect.STAYS_IN_PLAN,
     },
     reject_effects={
+        # 2.6: "No, continue without running it" (source; never offered in the runs).
         "decline": TurnEffect.CONTINUES,
-        "denied": TurnEffect.CONTINUES,
-        "reject_permissions": TurnEffect.CONTINUES,
+        # 2.6: "No, and tell Codex what to do differently": the whole turn is aborted.
         "cancel": TurnEffect.ENDS,
+        # 2.6, permission-profile requests: nothing is granted (source).
+        "reject_permissions": TurnEffect.CONTINUES,
+        # 0.16: `denied` continues without running; `abort` aborts the turn.
+        "denied": TurnEffect.CONTINUES,
         "abort": TurnEffect.ENDS,
-        "revise_plan": TurnEffect.CONTINUES,
-        "*": TurnEffect.ENDS,
+        # Codex maps anything it does not recognise to cancel (find(...) ?? "cancel").
+        ANY_OTHER: TurnEffect.ENDS,
     },
     cancelled_effect=TurnEffect.ENDS,
-    plan_refusal_effect=TurnEffect.CONTINUES,
+    # revise_plan, an unknown id or `cancelled` on the plan review: "User kept the session
+    # in plan mode.", the turn ends end_turn normally.
+    plan_reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
+    plan_cancelled_effect=TurnEffect.CONTINUES,
+    # A prefix rule in $CODEX_HOME/rules/default.rules (2.6 and 0.16 names).
+    persistent_allow_options=frozenset(
+        {"accept_execpolicy_amendment", "approved-execpolicy-amendment"}
+    ),
 )
 
 GEMINI = AdapterProfile(
     family="gemini",
-    agent_names=frozenset({"gemini-cli", "@google/gemini-cli", "gemini"}),
+    # The name gemini-cli's ACP agent reports at initialize (its own source says so; the
+    # npm package is @google/gemini-cli, the command `gemini --acp`).
+    agent_names=frozenset({"gemini-cli"}),
     supervised_mode="default",
+    measured=("0.61.0",),
     exit_plan_options={
-        # exit_plan_mode arrives as kind "other"; approving lands in the default mode.
+        # exit_plan_mode arrives as kind `other` with only these two options; approving it
+        # lands in the `default` mode ("Plan approved. Switching to Default mode").
         "proceed_once": ExitEffect.KEEPS_SUPERVISION,
         "cancel": ExitEffect.STAYS_IN_PLAN,
     },
-    reject_effects={"*": TurnEffect.CONTINUES},
+    # `cancel`: 'Tool "…" was canceled by the user.' goes to the model, the turn goes on.
+    reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
     cancelled_effect=TurnEffect.CONTINUES,
-    plan_refusal_effect=TurnEffect.CONTINUES,
+    plan_reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
+    plan_cancelled_effect=TurnEffect.CONTINUES,
     plan_exit_tool_prefixes=("exit_plan_mode",),
+    # "Allow … for all future sessions" (offered only with permanent approval enabled).
+    persistent_allow_options=frozenset({"proceed_always_and_save"}),
 )
 
 QWEN = AdapterProfile(
@@ -159,18 +217,27 @@ DEMO = AdapterProfile(
     family="demo",
     agent_names=frozenset({"a2a-acp-bridge-demo"}),
     supervised_mode="default",
-    reject_effects={"*": TurnEffect.CONTINUES},
+    reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
     cancelled_effect=TurnEffect.CONTINUES,
 )
 
-PROFILES: tuple[AdapterProfile, ...] = (CLAUDE, CODEX, GEMINI, QWEN, GOOSE, MISTRAL_VIBE, DEMO)
+PROFILES: tuple[AdapterProfile, ...] = (
+    CLAUDE,
+    CLAUDE_ZED,
+    CLAUDE_CODE,
+    CODEX,
+    GEMINI,
+    QWEN,
+    GOOSE,
+    MISTRAL_VIBE,
+    DEMO,
+)
 
-# Reject ids known to refuse only the call, or to end the turn, whatever the adapter: used
-# to rank refusals for an adapter the bridge does not recognise.
+# Reject ids whose effect is the same in every adapter that uses them: used only to rank
+# the refusals of an adapter the bridge does not recognise (what it reports stays unknown).
 GENERIC_REJECT_EFFECTS: Mapping[str, TurnEffect] = {
     "decline": TurnEffect.CONTINUES,
     "denied": TurnEffect.CONTINUES,
-    "cancel": TurnEffect.ENDS,
     "abort": TurnEffect.ENDS,
 }
 
@@ -190,21 +257,31 @@ def exit_plan_table(profile: AdapterProfile | None) -> Mapping[str, ExitEffect]:
     ids, which no other adapter reuses with another meaning."""
     if profile is not None:
         return profile.exit_plan_options
-    return {**CLAUDE.exit_plan_options, **CODEX.exit_plan_options}
+    return {**CLAUDE_EXIT_OPTIONS, **CODEX.exit_plan_options}
 
 
 def refusal_effect(
     profile: AdapterProfile | None, option_id: str | None, *, leaving_plan: bool
 ) -> TurnEffect:
-    """What refusing with `option_id` (None: the outcome `cancelled`) does to the turn."""
+    """What refusing with `option_id` (None: the outcome `cancelled`) does to the turn, as
+    measured; UNKNOWN for an adapter the bridge does not recognise."""
     if profile is None:
-        if option_id is None:
-            return TurnEffect.UNKNOWN
-        return GENERIC_REJECT_EFFECTS.get(option_id, TurnEffect.UNKNOWN)
-    if leaving_plan and profile.plan_refusal_effect is not TurnEffect.UNKNOWN:
-        return profile.plan_refusal_effect
+        return TurnEffect.UNKNOWN
+    if leaving_plan:
+        table, cancelled = profile.plan_reject_effects, profile.plan_cancelled_effect
+    else:
+        table, cancelled = profile.reject_effects, profile.cancelled_effect
     if option_id is None:
-        return profile.cancelled_effect
-    return profile.reject_effects.get(
-        option_id, profile.reject_effects.get("*", TurnEffect.UNKNOWN)
-    )
+        return cancelled
+    return table.get(option_id, table.get(ANY_OTHER, TurnEffect.UNKNOWN))
+
+
+def likely_refusal_effect(
+    profile: AdapterProfile | None, option_id: str | None, *, leaving_plan: bool
+) -> TurnEffect:
+    """`refusal_effect`, falling back on ids whose meaning every adapter shares: used to
+    rank refusals, never to tell the caller what happened."""
+    measured = refusal_effect(profile, option_id, leaving_plan=leaving_plan)
+    if measured is TurnEffect.UNKNOWN and option_id is not None:
+        return GENERIC_REJECT_EFFECTS.get(option_id, TurnEffect.UNKNOWN)
+    return measured

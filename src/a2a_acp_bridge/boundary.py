@@ -7,7 +7,10 @@ root the bridge did not create (`allow_execute`).
 
 `Sandboxes` hands each conversation its own fresh directory under `.acp-sandboxes/`,
 made with `mkdtemp`. The contextId is only a label on the name: it never chooses the
-directory, so `..`, `/etc` or a planted directory cannot redirect a conversation.
+directory, so `..`, `/etc` or a planted directory cannot redirect a conversation. A
+directory is reused only while it is the very directory `mkdtemp` made (same device and
+inode, still a real directory strictly inside the parent); anything else wearing its name
+is never trusted, and the conversation gets a new one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ _LABEL_CHARS = re.compile(r"[^A-Za-z0-9]")
 _LABEL_LENGTH = 8
 _FALLBACK_LABEL = "ctx"
 
+# (st_dev, st_ino) of a directory: what tells the directory mkdtemp made from one planted
+# later under the same name.
+Identity = tuple[int, int]
+
 
 @dataclass(frozen=True)
 class Boundary:
@@ -36,8 +43,8 @@ class Boundary:
     allow_execute: bool = False
 
     def __post_init__(self) -> None:
-        if not self.root.is_absolute():
-            raise ValueError(f"a boundary root must be absolute, not {self.root}")
+        if not self.root.is_absolute() or os.path.normpath(self.root) != str(self.root):
+            raise ValueError(f"a boundary root must be absolute and normalised, not {self.root}")
 
 
 def sandbox_label(context_id: str) -> str:
@@ -46,17 +53,24 @@ def sandbox_label(context_id: str) -> str:
     return label or _FALLBACK_LABEL
 
 
-def is_owned_directory(path: Path, parent: Path) -> bool:
-    """True when `path` is a real directory (not a symlink) strictly inside `parent`."""
+def directory_identity(path: Path) -> Identity | None:
+    """The identity of `path` if it is a real directory (a symlink is not), else None."""
     try:
         info = os.lstat(path)
-    except OSError:
-        return False
+    except (OSError, ValueError):
+        return None
     if not stat.S_ISDIR(info.st_mode):
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def is_owned_directory(path: Path, parent: Path) -> bool:
+    """True when `path` is a real directory (not a symlink) strictly inside `parent`."""
+    if directory_identity(path) is None:
         return False
     try:
         resolved = path.resolve(strict=True)
-    except OSError:
+    except (OSError, RuntimeError):
         return False
     return resolved.parent == parent and resolved != parent
 
@@ -64,8 +78,8 @@ def is_owned_directory(path: Path, parent: Path) -> bool:
 class Sandboxes:
     """One fresh directory per conversation under `parent`, remembered by contextId.
 
-    A directory is reused only while it is still a real directory strictly inside the
-    parent; a deleted or replaced one is never trusted again and a new one is made.
+    Only directories this object made itself are ever handed out, reused or adopted; one
+    that was deleted or replaced is never trusted again and a new one is made.
     """
 
     def __init__(self, parent: Path, *, allow_execute: bool = False) -> None:
@@ -73,7 +87,8 @@ class Sandboxes:
         self._parent: Path | None = None
         self._allow_execute = allow_execute
         self._allocated: dict[str, Path] = {}
-        self._lock = threading.Lock()
+        self._made: dict[Path, Identity] = {}
+        self._lock = threading.RLock()
 
     @property
     def parent(self) -> Path:
@@ -97,18 +112,20 @@ class Sandboxes:
             made = Path(tempfile.mkdtemp(prefix=f"{sandbox_label(label)}-", dir=parent))
         except OSError as exc:
             raise SandboxError(f"cannot create a sandbox under {parent}: {exc.strerror}") from None
-        if not is_owned_directory(made, parent):
+        identity = directory_identity(made)
+        if identity is None or not is_owned_directory(made, parent):
             raise SandboxError(f"the new sandbox {made} is not a directory inside {parent}")
+        root = made.resolve(strict=True)
+        with self._lock:
+            self._made[root] = identity
         # This is the one place that may call a directory owned: mkdtemp just made it.
-        return Boundary(
-            root=made.resolve(strict=True), owned=True, allow_execute=self._allow_execute
-        )
+        return Boundary(root=root, owned=True, allow_execute=self._allow_execute)
 
     def for_context(self, context_id: str) -> Boundary:
         """The conversation's sandbox: its existing one if still trustworthy, else a new one."""
         with self._lock:
             known = self._allocated.get(context_id)
-            if known is not None and is_owned_directory(known, self.parent):
+            if known is not None and self._still_made(known):
                 return Boundary(root=known, owned=True, allow_execute=self._allow_execute)
             made = self.create(context_id)
             self._allocated[context_id] = made.root
@@ -116,21 +133,33 @@ class Sandboxes:
 
     def adopt(self, context_id: str, boundary: Boundary) -> None:
         """Tie a sandbox this object created earlier (a warm pool's) to a conversation."""
-        if not boundary.owned or not is_owned_directory(boundary.root, self.parent):
-            raise SandboxError(f"{boundary.root} is not a sandbox of {self.parent}")
         with self._lock:
+            if not boundary.owned or not self._still_made(boundary.root):
+                raise SandboxError(f"{boundary.root} is not a sandbox this bridge made")
             self._allocated[context_id] = boundary.root
 
     def is_current(self, context_id: str, boundary: Boundary) -> bool:
         """True while `boundary` is still the conversation's trustworthy sandbox."""
         with self._lock:
             known = self._allocated.get(context_id)
-        return known == boundary.root and is_owned_directory(boundary.root, self.parent)
+            return known == boundary.root and self._still_made(boundary.root)
+
+    def _still_made(self, root: Path) -> bool:
+        """`root` is a directory this object made, and still that very directory."""
+        identity = self._made.get(root)
+        return (
+            identity is not None
+            and directory_identity(root) == identity
+            and is_owned_directory(root, self.parent)
+        )
 
 
 def handed_boundary(root: Path, *, allow_execute: bool) -> Boundary:
     """The boundary for ACP_CWD: a directory the operator handed over, shared, not owned."""
-    resolved = root.resolve(strict=True)
+    try:
+        resolved = root.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise SandboxError(f"ACP_CWD {root} does not exist") from None
     if not resolved.is_dir():
         raise SandboxError(f"ACP_CWD {root} is not a directory")
     return Boundary(root=resolved, owned=False, allow_execute=allow_execute)

@@ -22,7 +22,8 @@ Steps (`op`):
     tool_call {call} | tool_update {call}  tool_call / tool_call_update (`call`: the wire fields)
     permission {tool_call, options: [[id, name, kind]...], end_turn_on: [ids], act: {...}}
                                        ask; `end_turn_on`: answers that make the turn stop
-                                       `cancelled` (codex's abort); `act` runs if allowed:
+                                       with `end_reason` (default `cancelled`: codex's
+                                       abort); `act` runs if allowed:
                                        {"write": PATH, "text": TEXT} or {"say": TEXT};
                                        the answer is reported as "permission ID: ANSWER"
     mode ID                            current_mode_update
@@ -37,7 +38,8 @@ Steps (`op`):
     grandchild SECONDS                 start a child that holds stdout open, then crash
     raw LINE                           write LINE to stdout as it is (broken frames)
     stale_cancel                       the next prompt answers `cancelled` at once
-Every prompt that reaches its end answers `end_turn`.
+Every prompt that reaches its end answers `end_turn`. In every string of a step, {CWD} is
+the session's cwd and {WORKROOT} its parent (the fixtures' placeholders).
 """
 
 from __future__ import annotations
@@ -161,7 +163,8 @@ class ScriptedAgent:
         if self.stale_cancel:
             self.stale_cancel = False
             return {"stopReason": "cancelled"}
-        steps = self._steps_for(text)
+        cwd = str(self.sessions.get(session_id, {}).get("cwd") or "")
+        steps = _with_cwd(self._steps_for(text), cwd)
         self.prompts += 1
         meta = params.get("_meta")
         if meta is not None and self.script.get("echo_meta"):
@@ -267,7 +270,7 @@ class ScriptedAgent:
         answer = outcome.get("optionId") if outcome.get("outcome") == "selected" else "cancelled"
         await self._say(session_id, f"permission {tool_call.get('toolCallId')}: {answer}\n")
         if answer in step.get("end_turn_on", []):
-            return {"stopReason": "cancelled"}
+            return {"stopReason": step.get("end_reason", "cancelled")}
         chosen = next((o for o in options if o["optionId"] == answer), None)
         if chosen is not None and chosen["kind"].startswith("allow"):
             act = step.get("act") or {}
@@ -278,6 +281,17 @@ class ScriptedAgent:
             if "say" in act:
                 await self._say(session_id, act["say"])
         return None
+
+
+def _with_cwd(value: Any, cwd: str) -> Any:
+    """`value` with {CWD} (the session's cwd) and {WORKROOT} (its parent) filled in."""
+    if isinstance(value, str):
+        return value.replace("{CWD}", cwd).replace("{WORKROOT}", os.path.dirname(cwd))
+    if isinstance(value, list):
+        return [_with_cwd(item, cwd) for item in value]
+    if isinstance(value, dict):
+        return {key: _with_cwd(item, cwd) for key, item in value.items()}
+    return value
 
 
 async def main() -> None:
