@@ -15,6 +15,15 @@ from typing import Any
 import httpx
 import pytest
 
+from a2a_acp_bridge.boundary import Boundary
+from a2a_acp_bridge.permissions import (
+    Decision,
+    PermissionRequest,
+    Rule,
+    Supervision,
+    decide,
+    is_inside,
+)
 from tests.support import fixtures
 from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, CODEX_INFO, GEMINI_INFO, scripted_agent
 from tests.support.server import make_settings, serve_bridge
@@ -387,3 +396,44 @@ async def test_a_request_without_kind_is_decided_on_the_earlier_tool_call_with_i
     assert [(r["toolCallId"], r["rule"], r["turn"]) for r in report["refusedByBridge"]] == [
         ("toolu_outside", "change-outside-root", "ends")
     ]
+
+
+async def test_an_external_channel_replaces_the_classifier_without_the_rest_noticing(
+    tmp_path: Path, outside: Path
+) -> None:
+    """A declarative policy of its own (no reads outside the root) through the same seam."""
+    seen: list[str] = []
+
+    def policy(
+        request: PermissionRequest, boundary: Boundary, supervision: Supervision
+    ) -> Decision:
+        seen.append(request.tool_call_id)
+        if request.kind == "read" and not all(
+            is_inside(p, boundary.root) for p in request.locations
+        ):
+            return Decision(False, Rule.READ_ONLY_KIND, "this policy keeps reads inside the root")
+        return decide(request, boundary, supervision)
+
+    claude = "claude-agent-acp-0.101.0-"
+    script = {
+        "agent_info": CLAUDE_INFO,
+        "modes": CLAUDE_MODES,
+        "config_mode": True,
+        "turns": [
+            [
+                step(claude + "read_outside.json", outside, tmp_path),
+                step(claude + "write.json", outside, tmp_path),
+            ]
+        ],
+    }
+    settings = make_settings(tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, script)})
+    async with (
+        serve_bridge(settings, decider=policy) as bridge,
+        httpx.AsyncClient() as client,
+    ):
+        task = await send(client, bridge.rpc_url, "go")
+    assert answers(task) == ["reject", "allow-once"]
+    assert len(seen) == 2
+    [refusal] = answer_report(task)["refusedByBridge"]
+    assert refusal["reason"] == "this policy keeps reads inside the root"
+    assert refusal["action"] == f"Read {outside}/secret.txt"

@@ -40,6 +40,7 @@ from a2a_acp_bridge.boundary import Boundary, Sandboxes, handed_boundary
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.errors import AdapterError, AdapterExitedError, AdapterStartError
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
 from a2a_acp_bridge.prompt import PromptPart
 
 logger = logging.getLogger(__name__)
@@ -96,8 +97,18 @@ EventsCallback = Callable[[list[TurnEvent]], Awaitable[Any]]
 class Bridge:
     """Runs A2A tasks as ACP turns. Use as an async context manager (it owns a task group)."""
 
-    def __init__(self, settings: Settings, *, environ: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        environ: dict[str, str] | None = None,
+        decider: Decider = decide,
+        answerer: Answerer = answer,
+    ) -> None:
         self.settings = settings
+        # The permission classifier, replaceable by an external channel (docs/permissions.md).
+        self._decider = decider
+        self._answerer = answerer
         self._env = adapter_environment(
             environ if environ is not None else dict(os.environ),
             settings.agent_env_names,
@@ -232,6 +243,8 @@ class Bridge:
             supervised_mode=self.settings.supervised_mode,
             load_session_id=load_session_id,
             start_timeout_s=self.settings.start_timeout_s,
+            decider=self._decider,
+            answerer=self._answerer,
         )
         try:
             session = await AgentSession.start(plan)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -540,6 +540,11 @@ def _answer_deny(
         chosen.kind,
         refusal_effect(profile, chosen.option_id, leaving_plan=leaving_plan),
     )
+
+
+# The seam: what replaces `decide` and `answer` (BridgeClient, StartPlan and Bridge take them).
+Decider = Callable[[PermissionRequest, Boundary, Supervision], Decision]
+Answerer = Callable[[Decision, Sequence[PermissionOption], Supervision], Answer]
 
 
 def refusal_record(request: PermissionRequest, decision: Decision, reply: Answer) -> Refusal:

@@ -44,10 +44,13 @@ def make_settings(tmp_path: Path, env: Mapping[str, str] | None = None) -> Setti
 
 @contextlib.asynccontextmanager
 async def serve_bridge(
-    settings: Settings, environ: Mapping[str, str] | None = None
+    settings: Settings, environ: Mapping[str, str] | None = None, **bridge_options: Any
 ) -> AsyncIterator[RunningBridge]:
-    """The app under a real uvicorn on 127.0.0.1 with an ephemeral port."""
-    bridge = Bridge(settings, environ=dict(environ if environ is not None else os.environ))
+    """The app under a real uvicorn on 127.0.0.1 with an ephemeral port (`bridge_options`
+    go to `Bridge`, e.g. a replacement classifier)."""
+    bridge = Bridge(
+        settings, environ=dict(environ if environ is not None else os.environ), **bridge_options
+    )
     app = build_app(settings, bridge=bridge)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_config=None, lifespan="on", access_log=False

@@ -60,6 +60,8 @@ from a2a_acp_bridge.events import (
 )
 from a2a_acp_bridge.permissions import (
     Answer,
+    Answerer,
+    Decider,
     Decision,
     PermissionOption,
     PermissionRequest,
@@ -111,10 +113,6 @@ class EventSink:
 
     async def wait(self) -> None:
         await self._wake.wait()
-
-
-Decider = Callable[[PermissionRequest, Boundary, Supervision], Decision]
-Answerer = Callable[[Decision, "list[PermissionOption]", Supervision], Answer]
 
 
 @dataclass

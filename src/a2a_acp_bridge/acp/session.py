@@ -43,7 +43,7 @@ from a2a_acp_bridge.errors import (
     SupervisionError,
 )
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
-from a2a_acp_bridge.permissions import Supervision
+from a2a_acp_bridge.permissions import Answerer, Decider, Supervision, answer, decide
 from a2a_acp_bridge.prompt import PromptPart
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,9 @@ class StartPlan:
     supervised_mode: str | None = None  # operator override (ACP_SUPERVISED_MODE)
     load_session_id: str | None = None
     start_timeout_s: float = 60.0
+    # The permission classifier; an external channel replaces these two.
+    decider: Decider = decide
+    answerer: Answerer = answer
 
 
 @dataclass
@@ -123,7 +126,7 @@ class AgentSession:
     async def start(cls, plan: StartPlan) -> AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
         process = await spawn(plan.command, cwd=plan.boundary.root, env=plan.env, label=plan.label)
-        client = BridgeClient(plan.label)
+        client = BridgeClient(plan.label, plan.decider, plan.answerer)
         transport = StdioTransport(process.stdout, process.stdin, client.update_from_wire)
         conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
         session = cls(process, client, conn, plan)
