@@ -89,6 +89,9 @@ class _ToolCall:
     status: str | None
     announced_status: str | None = None
     changes_sent: bool = False
+    # The latest diffs reported for the call: claude-agent-acp and codex-acp send them with
+    # the tool call (or an update) before its permission request, not with its completion.
+    diffs: tuple[FileDiff, ...] = ()
 
 
 class TurnProgress:
@@ -187,14 +190,16 @@ class TurnProgress:
             call.title = event.title if event.title is not None else call.title
             call.kind = event.kind if event.kind is not None else call.kind
             call.status = event.status if event.status is not None else call.status
+        if event.diffs:
+            call.diffs = event.diffs
         if call.status != call.announced_status:
             call.announced_status = call.status
             title = " ".join((call.title or call.tool_call_id).split())
             label = STATUS_LABELS.get(call.status or "pending", call.status or "pending")
             out.append(StatusText(f"Tool call: {title} ({call.kind or 'other'}, {label})"))
-        if call.status == "completed" and event.diffs and not call.changes_sent:
+        if call.status == "completed" and call.diffs and not call.changes_sent:
             call.changes_sent = True
-            out.extend(ChangeMade(call.tool_call_id, diff) for diff in event.diffs)
+            out.extend(ChangeMade(call.tool_call_id, diff) for diff in call.diffs)
 
     # --- the end -----------------------------------------------------------------------
 

@@ -1,0 +1,132 @@
+"""codex-acp (codex app-server) through the bridge over HTTP, against a fake Responses API.
+
+Each test runs the pinned adapter as a real subprocess of a real bridge, with its own HOME
+and CODEX_HOME, and checks both what the A2A client is told and what is on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes.openai import FakeOpenAI
+from tests.fakes.script import Call, Say, Script
+from tests.support.real_adapters import (
+    HTTP_TIMEOUT_S,
+    Rig,
+    codex_rig,
+    decisions,
+    log_events,
+    running_fake,
+    watch_logs,
+)
+from tests.support.server import serve_bridge
+from tests.support.wire import answer_report, answer_text, artifact, send, status_text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
+
+
+@pytest.fixture(scope="module")
+def openai() -> Iterator[FakeOpenAI]:
+    yield from running_fake(FakeOpenAI())
+
+
+@pytest.fixture
+def rig(openai: FakeOpenAI, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Rig:
+    watch_logs(caplog)
+    return codex_rig(openai, tmp_path)
+
+
+def add_file(path: str, *lines: str) -> str:
+    """An apply_patch input that creates `path` with `lines`."""
+    body = "".join(f"+{line}\n" for line in lines)
+    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
+
+
+async def test_codex_opens_its_session_read_only_and_asks_before_patching_inside(
+    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = rig.fake.add(Script([Call("apply_patch", add_file("hello.txt", "hello"))]))
+    async with (
+        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        task = await send(client, bridge.rpc_url, f"Create the file. {script.marker}")
+        root = bridge.bridge.root_of(task["contextId"])
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", status_text(task["status"])
+    opened = log_events(caplog, "session opened")
+    assert [(o["agent"], o["mode"]) for o in opened] == [
+        ("@agentclientprotocol/codex-acp", "read-only")
+    ]
+    # codex starts in `agent` mode, where its guardian model decides, and in
+    # `workspace-write` a patch inside the workspace is applied without asking: only
+    # read-only asks about this one.
+    assert decisions(caplog) == [("edit", "allow", "change-inside-root", "allow_once")]
+    assert root is not None
+    assert (root / "hello.txt").read_text() == "hello\n"
+    # The diff came with the tool call before the request, not with its completion.
+    changes = artifact(task, "changes")
+    assert changes is not None
+    assert "+hello" in changes["parts"][0]["text"]
+    assert rig.outside() == []
+
+
+async def test_an_edit_outside_the_root_is_refused_and_cancels_the_turn_with_the_reason(
+    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "escape.txt"
+    target.write_text("untouched\n")
+    patch = (
+        f"*** Begin Patch\n*** Update File: {target}\n@@\n-untouched\n+overwritten\n*** End Patch\n"
+    )
+    script = rig.fake.add(Script([Call("apply_patch", patch), Say("not reached")]))
+    async with (
+        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        task = await send(client, bridge.rpc_url, f"Edit that file. {script.marker}")
+    assert target.read_text() == "untouched\n"
+    # codex-acp 2.6 offers `cancel` as its only refusal, which aborts the whole turn.
+    assert decisions(caplog) == [("edit", "deny", "change-outside-root", "cancel")]
+    assert task["status"]["state"] == "TASK_STATE_CANCELED"
+    note = status_text(task["status"])
+    assert note.startswith("Refused by the bridge: ")
+    assert "reaches outside the working directory" in note
+    assert str(target) in note
+    report = answer_report(task)
+    assert report["stopReason"] == "cancelled"
+    assert [(r["answer"], r["turn"]) for r in report["refusedByBridge"]] == [("cancel", "ends")]
+    assert "not reached" not in answer_text(task)
+
+
+async def test_a_plan_review_is_answered_implement_plan_and_the_edits_are_still_asked(
+    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plan = "<proposed_plan>\n# Plan\n\n1. Create planned.txt\n</proposed_plan>"
+    script = rig.fake.add(
+        Script([Say(plan), Call("apply_patch", add_file("planned.txt", "implemented"))])
+    )
+    async with (
+        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        # codex-acp's own command: turns its collaboration mode to `plan`.
+        toggle = await send(client, bridge.rpc_url, "/plan")
+        context_id = toggle["contextId"]
+        task = await send(
+            client, bridge.rpc_url, f"Plan the file. {script.marker}", context_id=context_id
+        )
+        root = bridge.bridge.root_of(context_id)
+    assert toggle["status"]["state"] == "TASK_STATE_COMPLETED", status_text(toggle["status"])
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", status_text(task["status"])
+    assert decisions(caplog) == [
+        ("switch_mode", "allow", "mode-keeps-supervision", "implement_plan"),
+        ("edit", "allow", "change-inside-root", "allow_once"),
+    ]
+    assert root is not None
+    assert (root / "planned.txt").read_text() == "implemented\n"
