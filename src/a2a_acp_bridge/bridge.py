@@ -177,6 +177,11 @@ class Bridge:
         count = sum(1 for c in self._conversations.values() if c.session is not None)
         return count + len(self._pool)
 
+    @property
+    def warm_adapters(self) -> int:
+        """Adapters started ahead of need, waiting for a new conversation."""
+        return len(self._pool)
+
     # --- the pool ----------------------------------------------------------------------
 
     def _fill_pool(self) -> None:

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""First answer of a new conversation with real adapters, with and without the warm pool.
+
+    ./scripts/bench --cold-start        (needs the adapters installed by ./scripts/test)
+
+claude-agent-acp and codex-acp run for real against the test suite's fake model servers
+(tests/fakes, on 127.0.0.1), each with a throwaway HOME. For each adapter and pool size
+(0: the adapter starts when the message arrives; 1: one adapter waits, already started
+and supervised), several new contexts send one message whose model answer is plain text;
+the time from the POST to the first answer text and to the end is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.fakes.anthropic import FakeAnthropic  # noqa: E402
+from tests.fakes.openai import FakeOpenAI  # noqa: E402
+from tests.fakes.script import Say, Script  # noqa: E402
+from tests.support.real_adapters import HTTP_TIMEOUT_S, claude_rig, codex_rig  # noqa: E402
+from tests.support.server import serve_bridge  # noqa: E402
+from tests.support.wire import user_message  # noqa: E402
+
+CONTEXTS = 4
+# A warm adapter is ready once the pool holds it; wait at most this long for the refill.
+POOL_FILL_S = 60.0
+
+
+async def first_answer(client: httpx.AsyncClient, url: str, text: str) -> tuple[float, float]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": user_message(text)},
+    }
+    started = time.perf_counter()
+    first = None
+    headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    async with client.stream("POST", url, json=body, headers=headers) as response:
+        async for line in response.aiter_lines():
+            if (
+                '"artifactId":"answer"' in line.replace(" ", "")
+                and '"text"' in line
+                and first is None
+            ):
+                first = time.perf_counter()
+            if "TASK_STATE_COMPLETED" in line or "TASK_STATE_FAILED" in line:
+                break
+    ended = time.perf_counter()
+    return ((first or ended) - started) * 1000, (ended - started) * 1000
+
+
+async def measure(preset: str, pool: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"bench-cold-{preset}-") as scratch:
+        tmp = Path(scratch)
+        fake: Any = FakeAnthropic() if preset == "claude" else FakeOpenAI()
+        fake.start()
+        try:
+            rig = claude_rig(fake, tmp) if preset == "claude" else codex_rig(fake, tmp)
+            settings = rig.settings(tmp, ACP_POOL_SIZE=str(pool))
+            firsts, totals = [], []
+            async with (
+                serve_bridge(settings, environ=rig.environ) as running,
+                httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+            ):
+                for _ in range(CONTEXTS):
+                    if pool:
+                        with anyio.fail_after(POOL_FILL_S):
+                            while running.bridge.warm_adapters < pool:  # noqa: ASYNC110
+                                await anyio.sleep(0.05)
+                        await anyio.sleep(0.5)  # let the refill's own start-up settle
+                    script = fake.add(Script([Say("ready")]))
+                    first, total = await first_answer(
+                        client, running.rpc_url, f"hello {script.marker}"
+                    )
+                    firsts.append(first)
+                    totals.append(total)
+            return {
+                "first_text_ms": statistics.median(firsts),
+                "total_ms": statistics.median(totals),
+                "runs": len(firsts),
+            }
+        finally:
+            fake.stop()
+
+
+async def main() -> int:
+    print(f"== first answer of a new context, real adapters (median of {CONTEXTS} contexts)")
+    print(f"{'adapter':8} {'pool':>4} {'1st text ms':>12} {'total ms':>9}")
+    results = {}
+    for preset in ("claude", "codex"):
+        for pool in (0, 1):
+            row = await measure(preset, pool)
+            results[f"{preset}-pool{pool}"] = row
+            print(f"{preset:8} {pool:4} {row['first_text_ms']:12.0f} {row['total_ms']:9.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
