@@ -127,6 +127,19 @@ def test_a_sandbox_replaced_by_a_symlink_is_not_reused(tmp_path: Path) -> None:
     assert second.root.parent == sandboxes.parent
 
 
+def test_a_sandbox_moved_aside_and_replaced_by_a_link_to_itself_is_not_reused(
+    tmp_path: Path,
+) -> None:
+    sandboxes = Sandboxes(tmp_path / "sandboxes")
+    first = sandboxes.for_context("conversation")
+    aside = first.root.with_name(first.root.name + "-aside")
+    first.root.rename(aside)  # the very directory mkdtemp made, same inode
+    first.root.symlink_to(aside)
+    assert not sandboxes.is_current("conversation", first)
+    second = sandboxes.for_context("conversation")
+    assert second.root not in (first.root, aside)
+
+
 def test_a_sandbox_replaced_by_another_directory_of_the_same_name_is_not_reused(
     tmp_path: Path,
 ) -> None:

@@ -83,6 +83,7 @@ class Rule(enum.Enum):
     UNVERIFIABLE_HANDED_ROOT = "unverifiable-handed-root"
     SANDBOX_NOT_INTACT = "sandbox-not-intact"
     TURN_CANCELLED = "turn-cancelled"
+    CLASSIFIER_FAILED = "classifier-failed"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from acp import RequestError
@@ -47,6 +47,7 @@ from acp.schema import (
 )
 from pydantic import ValidationError
 
+from a2a_acp_bridge.adapters import refusal_effect
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.events import (
     FileDiff,
@@ -59,6 +60,7 @@ from a2a_acp_bridge.events import (
     TurnEvent,
 )
 from a2a_acp_bridge.permissions import (
+    REJECT_KINDS,
     Answer,
     Answerer,
     Decider,
@@ -276,8 +278,7 @@ class BridgeClient:
             reply = Answer(None, note="the turn is being cancelled")
             decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
         else:
-            decision = self._decide(request, state.boundary, state.supervision)
-            reply = self._answer(decision, offered, state.supervision)
+            decision, reply = self._classify(state, request, offered)
         allowed = decision.allow and reply.allows
         refusal = None if allowed else refusal_record(request, decision, reply)
         logger.info(
@@ -314,6 +315,34 @@ class BridgeClient:
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=reply.option_id)
         )
+
+    def _classify(
+        self, state: SessionState, request: PermissionRequest, offered: list[PermissionOption]
+    ) -> tuple[Decision, Answer]:
+        """`decide` then `answer`, failing closed: whatever a classifier (ours or an external
+        channel's) raises or returns, only an offered id goes out, and an allow option only
+        when the decision allowed."""
+        where = {"agent": self.label, "tool_call_id": request.tool_call_id}
+        try:
+            decision = self._decide(request, state.boundary, state.supervision)
+        except Exception:
+            logger.exception("the permission classifier failed; refusing", extra=where)
+            decision = Decision(False, Rule.CLASSIFIER_FAILED, "the permission classifier failed")
+        try:
+            reply = self._answer(decision, offered, state.supervision)
+        except Exception:
+            logger.exception("choosing the permission answer failed; cancelling", extra=where)
+            return _failed(decision, state, "choosing the answer failed")
+        if reply.option_id is None:
+            return decision, reply
+        chosen = next((o for o in offered if o.option_id == reply.option_id), None)
+        if chosen is None:
+            logger.error("the classifier chose an option that was not offered", extra=where)
+            return _failed(decision, state, f"the answer {reply.option_id!r} was not offered")
+        if not decision.allow and chosen.kind not in REJECT_KINDS:
+            logger.error("the answer contradicts the decision; cancelling", extra=where)
+            return _failed(decision, state, f"the answer {reply.option_id!r} does not refuse")
+        return decision, replace(reply, option_kind=chosen.kind)
 
     def _request_from(
         self, state: SessionState, tool_call: ToolCallUpdate, offered: list[PermissionOption]
@@ -362,6 +391,18 @@ class BridgeClient:
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
+
+
+def _failed(decision: Decision, state: SessionState, why: str) -> tuple[Decision, Answer]:
+    """Refuse with the outcome `cancelled` when a classifier misbehaved."""
+    effect = refusal_effect(state.supervision.profile, None, leaving_plan=decision.leaving_plan)
+    refused = Decision(
+        False,
+        Rule.CLASSIFIER_FAILED,
+        f"{why}; refused to be safe",
+        leaving_plan=decision.leaving_plan,
+    )
+    return refused, Answer(None, turn_effect=effect, note=refused.reason)
 
 
 def _cancelled() -> RequestPermissionResponse:
