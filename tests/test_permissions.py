@@ -37,6 +37,7 @@ from a2a_acp_bridge.permissions import (
     answer,
     decide,
     is_plan_exit_tool,
+    refusal_record,
 )
 
 CLAUDE_SUPERVISION = Supervision(CLAUDE, "default")
@@ -822,3 +823,21 @@ def test_answer_picks_by_the_options_effect_and_never_invents(
     if chosen is not None:
         assert chosen in [o.option_id for o in offered]
         assert reply.allows is decision.allow
+
+
+def test_a_refusal_names_the_action_by_its_title_else_by_its_tool_call_id() -> None:
+    offered = options(("allow", "allow_once"), ("no", "reject_once"))
+    decision = Decision(False, Rule.UNVERIFIABLE_HANDED_ROOT, "not here")
+    titled = PermissionRequest("call-7", "  rm  -rf\n build ", "execute", options=offered)
+    untitled = PermissionRequest("call-8", None, "execute", ("x",), options=offered)
+    for request, label in ((titled, "rm -rf build"), (untitled, "call-8")):
+        reply = answer(decision, offered, CLAUDE_SUPERVISION)
+        refusal = refusal_record(request, decision, reply)
+        assert refusal.summary() == f"{label}: not here"
+        assert (refusal.tool_call_id, refusal.kind, refusal.rule) == (
+            request.tool_call_id,
+            "execute",
+            "unverifiable-handed-root",
+        )
+        assert refusal.offered == (("allow", "allow_once"), ("no", "reject_once"))
+        assert (refusal.answer, refusal.turn_effect) == ("no", "continues")

@@ -186,7 +186,8 @@ GEMINI = AdapterProfile(
     measured=("0.61.0",),
     exit_plan_options={
         # exit_plan_mode arrives as kind `other` with only these two options; approving it
-        # lands in the `default` mode ("Plan approved. Switching to Default mode").
+        # lands in the `default` mode ("Plan approved. Switching to Default mode"): its code
+        # picks yolo only when not interactive, and `--acp` counts as interactive.
         "proceed_once": ExitEffect.KEEPS_SUPERVISION,
         "cancel": ExitEffect.STAYS_IN_PLAN,
     },
@@ -195,6 +196,7 @@ GEMINI = AdapterProfile(
     cancelled_effect=TurnEffect.CONTINUES,
     plan_reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
     plan_cancelled_effect=TurnEffect.CONTINUES,
+    # gemini-cli starts every toolCallId with the tool's name and "__" (0.61), or "-" (older).
     plan_exit_tool_prefixes=("exit_plan_mode",),
     # "Allow … for all future sessions" (offered only with permanent approval enabled).
     persistent_allow_options=frozenset({"proceed_always_and_save"}),
