@@ -119,6 +119,7 @@ async def test_a_write_then_an_edit_inside_the_sandbox_are_allowed_with_the_scri
     assert "+line two" in diffs[0]
     assert "-line two" in diffs[1]
     assert "+LINE 2" in diffs[1]
+    assert rig.outside() == []
 
 
 async def test_a_write_outside_the_root_is_refused_named_and_the_turn_goes_on(
@@ -161,6 +162,7 @@ async def test_a_write_outside_the_root_is_refused_named_and_the_turn_goes_on(
     answer = answer_text(task)
     assert "ERROR" in answer
     assert "refused" in answer.lower()
+    assert rig.outside() == []
 
 
 async def test_leaving_plan_mode_keeps_supervision_and_the_next_edit_is_still_asked(
@@ -198,6 +200,7 @@ async def test_leaving_plan_mode_keeps_supervision_and_the_next_edit_is_still_as
     assert modes == ["The agent's mode is now 'plan'.", "The agent's mode is now 'default'."]
     assert root is not None
     assert (root / "plan.txt").read_text() == "implemented\n"
+    assert rig.outside() == []
 
 
 async def test_a_shell_command_in_a_handed_root_without_allow_execute_is_refused(
@@ -220,6 +223,7 @@ async def test_a_shell_command_in_a_handed_root_without_allow_execute_is_refused
     assert "refused by the bridge" in note
     assert "without ACP_ALLOW_EXECUTE" in note
     assert "ERROR" in answer_text(task)
+    assert rig.outside() == []
 
 
 def _text(message: dict[str, object]) -> str:

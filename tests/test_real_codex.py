@@ -102,6 +102,7 @@ async def test_an_edit_outside_the_root_is_refused_and_cancels_the_turn_with_the
     assert report["stopReason"] == "cancelled"
     assert [(r["answer"], r["turn"]) for r in report["refusedByBridge"]] == [("cancel", "ends")]
     assert "not reached" not in answer_text(task)
+    assert rig.outside() == []
 
 
 async def test_a_plan_review_is_answered_implement_plan_and_the_edits_are_still_asked(
@@ -130,3 +131,23 @@ async def test_a_plan_review_is_answered_implement_plan_and_the_edits_are_still_
     ]
     assert root is not None
     assert (root / "planned.txt").read_text() == "implemented\n"
+    assert rig.outside() == []
+
+
+async def test_codex_without_credentials_fails_the_task_saying_it_is_not_authenticated(
+    rig: Rig, tmp_path: Path
+) -> None:
+    # The default OpenAI provider with no key and no login: codex-acp refuses session/new.
+    (rig.home / ".codex" / "config.toml").write_text(
+        "check_for_update_on_startup = false\n[features]\nplugins = false\napps = false\n"
+    )
+    async with (
+        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        task = await send(client, bridge.rpc_url, "Hello?")
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    note = status_text(task["status"])
+    assert note.startswith("@agentclientprotocol/codex-acp is not authenticated: ")
+    assert "README" in note
+    assert rig.outside() == []

@@ -90,3 +90,4 @@ async def test_a_shell_command_in_a_handed_root_is_refused_and_the_task_complete
         ("unverifiable-handed-root", "continues")
     ]
     assert "was canceled by the user" in answer_text(task)
+    assert rig.outside() == []

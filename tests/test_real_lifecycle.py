@@ -121,6 +121,7 @@ async def test_cancel_mid_turn_ends_canceled_and_the_idle_reap_leaves_no_process
         await wait_gone(tree, REAP_WAIT_S)
         assert log_events(caplog, "adapter idle: stopping it")
         assert bridge.bridge.live_adapters == 0
+    assert rig.outside() == []
 
 
 async def test_an_adapter_killed_mid_turn_fails_the_task_and_the_next_message_works(
@@ -154,3 +155,4 @@ async def test_an_adapter_killed_mid_turn_fails_the_task_and_the_next_message_wo
         assert len(spawned_pids(caplog)) == 2
         # The dead adapter's whole tree went, not only the process the test killed.
         await wait_gone(tree, REAP_WAIT_S)
+    assert rig.outside() == []

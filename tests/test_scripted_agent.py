@@ -55,3 +55,17 @@ async def test_a_claude_like_agent_is_switched_out_of_auto_and_an_outside_edit_i
     assert refusal["turn"] == "continues"
     modes = [m for m in task["history"] if "mode is now" in m["parts"][0].get("text", "")]
     assert modes == []  # switched before the turn, not during it
+
+
+async def test_an_agent_that_wants_a_login_fails_the_task_saying_so(tmp_path: Path) -> None:
+    script = {
+        "agent_info": CLAUDE_INFO,
+        "new_session_error": {"code": -32000, "message": "Authentication required"},
+        "turns": [[{"op": "say", "text": "never"}]],
+    }
+    settings = make_settings(tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, script)})
+    async with serve_bridge(settings) as bridge, httpx.AsyncClient() as client:
+        task = await send(client, bridge.rpc_url, "go")
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    note = task["status"]["message"]["parts"][0]["text"]
+    assert note.startswith("@agentclientprotocol/claude-agent-acp is not authenticated: ")

@@ -54,6 +54,8 @@ MODE_READBACK_S = 2.0
 CONTROL_CALL_S = 10.0
 # After session/cancel, how long the agent gets to end its turn before the bridge stops it.
 CANCEL_GRACE_S = 5.0
+# The JSON-RPC error code ACP gives to "authentication required".
+AUTH_REQUIRED = -32000
 # After a crash is seen, how long to wait for the exit status before reporting.
 EXIT_REPORT_S = 1.0
 
@@ -149,6 +151,9 @@ class AgentSession:
             ) from None
         except (RequestError, ValidationError) as exc:
             await session.close()
+            if isinstance(exc, RequestError) and exc.code == AUTH_REQUIRED:
+                # codex-acp and gemini-cli refuse session/new without credentials.
+                raise AdapterStartError(_not_authenticated(session.name)) from None
             raise AdapterStartError(f"{session.name} failed to start: {_describe(exc)}") from None
         except BaseException:
             await session.close()
@@ -578,11 +583,16 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _not_authenticated(name: str) -> str:
+    return (
+        f"{name} is not authenticated: give it its credentials (an API key in the bridge's "
+        "environment, or a login with its own CLI; the README's Agents section lists what each "
+        "preset needs) and try again"
+    )
+
+
 def _prompt_error(name: str, exc: RequestError) -> AdapterError:
-    if exc.code == -32000:
-        return AdapterError(
-            f"{name} is not authenticated: give it its credentials (an API key in the bridge's "
-            "environment, or a login with its own CLI) and try again"
-        )
+    if exc.code == AUTH_REQUIRED:
+        return AdapterError(_not_authenticated(name))
     text = " ".join(str(exc).split())[:300]
     return AdapterError(f"{name} answered the prompt with error {exc.code}: {text}")
