@@ -40,26 +40,29 @@ def rig(anthropic: FakeAnthropic, tmp_path: Path, caplog: pytest.LogCaptureFixtu
     return claude_rig(anthropic, tmp_path)
 
 
-async def test_claude_opens_its_session_in_manual_mode_and_asks_before_writing(
+async def test_claude_opens_its_session_in_manual_mode_and_asks_before_a_command(
     rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    script = rig.fake.add(Script([Call("Write", {"file_path": "hello.txt", "content": "hi\n"})]))
+    script = rig.fake.add(
+        Script([Call("Bash", {"command": "touch supervised.txt", "description": "Touch"})])
+    )
     async with (
         serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
         httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
     ):
-        task = await send(client, bridge.rpc_url, f"Write the file. {script.marker}")
+        task = await send(client, bridge.rpc_url, f"Touch the file. {script.marker}")
         root = bridge.bridge.root_of(task["contextId"])
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    # Claude Code starts in `auto`, where `touch` in the working directory is never asked
+    # about (it runs, or its classifier blocks it): a request reaching the bridge shows the
+    # session really is in `default`.
+    assert decisions(caplog) == [("execute", "allow", "unverifiable-owned-root", "allow-once")]
     opened = log_events(caplog, "session opened")
-    assert [(o["agent"], o["mode"]) for o in opened] == [
-        ("@agentclientprotocol/claude-agent-acp", "default")
+    assert [(o["agent"], o["profile"], o["mode"]) for o in opened] == [
+        ("@agentclientprotocol/claude-agent-acp", "claude", "default")
     ]
-    # Claude Code starts in `auto`, where its own classifier decides and nothing is asked:
-    # a request reaching the bridge for a plain write proves the switch took effect.
-    assert decisions(caplog) == [("edit", "allow", "change-inside-root", "allow-once")]
     assert root is not None
-    assert (root / "hello.txt").read_text() == "hi\n"
+    assert (root / "supervised.txt").exists()
     assert rig.outside() == []
 
 

@@ -49,23 +49,31 @@ def add_file(path: str, *lines: str) -> str:
 async def test_codex_opens_its_session_read_only_and_asks_before_patching_inside(
     rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    script = rig.fake.add(Script([Call("apply_patch", add_file("hello.txt", "hello"))]))
+    script = rig.fake.add(
+        Script(
+            [
+                Call("exec_command", {"cmd": "touch by-shell.txt"}),
+                Call("apply_patch", add_file("hello.txt", "hello")),
+            ]
+        )
+    )
     async with (
         serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
         httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
     ):
-        task = await send(client, bridge.rpc_url, f"Create the file. {script.marker}")
+        task = await send(client, bridge.rpc_url, f"Create the files. {script.marker}")
         root = bridge.bridge.root_of(task["contextId"])
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", status_text(task["status"])
-    opened = log_events(caplog, "session opened")
-    assert [(o["agent"], o["mode"]) for o in opened] == [
-        ("@agentclientprotocol/codex-acp", "read-only")
-    ]
-    # codex starts in `agent` mode, where its guardian model decides, and in
-    # `workspace-write` a patch inside the workspace is applied without asking: only
-    # read-only asks about this one.
-    assert decisions(caplog) == [("edit", "allow", "change-inside-root", "allow_once")]
     assert root is not None
+    # Read-only is what codex did: its sandbox refused the shell's write without asking
+    # (in `agent` or `workspace-write` it would have run), and the patch was asked about.
+    assert not (root / "by-shell.txt").exists()
+    assert "Read-only file system" in answer_text(task)
+    assert decisions(caplog) == [("edit", "allow", "change-inside-root", "allow_once")]
+    opened = log_events(caplog, "session opened")
+    assert [(o["agent"], o["profile"], o["mode"]) for o in opened] == [
+        ("@agentclientprotocol/codex-acp", "codex", "read-only")
+    ]
     assert (root / "hello.txt").read_text() == "hello\n"
     # The diff came with the tool call before the request, not with its completion.
     changes = artifact(task, "changes")

@@ -53,10 +53,12 @@ async def test_gemini_opens_its_session_in_default_mode_and_asks_before_writing(
         task = await send(client, bridge.rpc_url, f"Write the file. {script.marker}")
         root = bridge.bridge.root_of(task["contextId"])
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", status_text(task["status"])
-    opened = log_events(caplog, "session opened")
-    assert [(o["agent"], o["mode"]) for o in opened] == [("gemini-cli", "default")]
     # In autoEdit or yolo, gemini-cli writes without asking.
     assert decisions(caplog) == [("edit", "allow", "change-inside-root", "proceed_once")]
+    opened = log_events(caplog, "session opened")
+    assert [(o["agent"], o["profile"], o["mode"]) for o in opened] == [
+        ("gemini-cli", "gemini", "default")
+    ]
     assert root is not None
     assert (root / "hello.txt").read_text() == "hello\n"
     assert rig.outside() == []

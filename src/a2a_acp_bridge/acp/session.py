@@ -230,6 +230,7 @@ class AgentSession:
                 "agent": self.name,
                 "pid": self.process.pid,
                 "session_id": self.session_id,
+                "profile": profile.family if profile is not None else None,
                 "mode": state.current_mode,
                 "cwd": cwd,
                 "loaded": self.plan.load_session_id is not None and not self.memory_lost,
