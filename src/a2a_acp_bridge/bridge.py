@@ -11,6 +11,11 @@ for the conversation's next message. A small pool keeps adapters already started
 sandboxes, handed to the next new context. Idle adapters are stopped after
 ACP_IDLE_TIMEOUT_MS; their sandbox stays, and the next message loads the old session when
 the agent can.
+
+Two caps keep a busy bridge from eating the machine, and neither queues silently: live
+adapters (ACP_MAX_SESSIONS; a new one first displaces a warm or the least recently used
+idle adapter, and when every one is busy the task is refused with `CapacityError`), and
+tasks waiting in one conversation (ACP_MAX_QUEUED_TASKS, refused the same way).
 """
 
 from __future__ import annotations
@@ -38,8 +43,15 @@ from a2a_acp_bridge.acp.session import (
 )
 from a2a_acp_bridge.boundary import Boundary, Sandboxes, handed_boundary
 from a2a_acp_bridge.config import Settings
-from a2a_acp_bridge.errors import AdapterError, AdapterExitedError, AdapterStartError
+from a2a_acp_bridge.errors import (
+    AdapterError,
+    AdapterExitedError,
+    AdapterStartError,
+    CapacityError,
+)
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.logs import log_ids
+from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
 from a2a_acp_bridge.prompt import PromptPart
 
@@ -104,6 +116,7 @@ class Bridge:
         environ: dict[str, str] | None = None,
         decider: Decider = decide,
         answerer: Answerer = answer,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         # The permission classifier, replaceable by an external channel (docs/permissions.md).
@@ -128,6 +141,15 @@ class Bridge:
         self.agent_info: AgentInfo | None = None
         self.agent_info_ready = anyio.Event()
         self.last_start_error: str | None = None
+        self.metrics = metrics or Metrics()
+        self.metrics.watch(
+            conversation_adapters=lambda: sum(
+                1 for c in self._conversations.values() if c.session is not None
+            ),
+            warm_adapters=lambda: len(self._pool),
+            queued_tasks=lambda: sum(1 for t in self._tickets.values() if not t.running),
+            running_tasks=lambda: sum(1 for t in self._tickets.values() if t.running),
+        )
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -188,11 +210,17 @@ class Bridge:
         if self._task_group is None or self._closing:
             return
         missing = self.settings.pool_size - len(self._pool) - self._pool_filling
+        missing = min(missing, self.settings.max_sessions - self._adapters_held())
         for _ in range(max(0, missing)):
             self._pool_filling += 1
             self._task_group.start_soon(self._start_pooled)
 
     async def _start_pooled(self) -> None:
+        # Started from whichever task took a warm adapter: its ids are not this adapter's.
+        with log_ids(task_id=None, context_id=None, session_id=None):
+            await self._start_warm()
+
+    async def _start_warm(self) -> None:
         try:
             boundary = self._handed or self.sandboxes.create()
             session = await self._start(boundary, load_session_id=None)
@@ -250,12 +278,22 @@ class Bridge:
             start_timeout_s=self.settings.start_timeout_s,
             decider=self._decider,
             answerer=self._answerer,
+            on_decision=self.metrics.permission_decided,
         )
         try:
             session = await AgentSession.start(plan)
         except AdapterError as exc:
             self.last_start_error = str(exc)
+            self.metrics.adapter_started(ok=False)
             raise
+        self.metrics.adapter_started(ok=True)
+        process = session.process
+
+        def exited(_status: object) -> None:
+            if not process.stopping:
+                self.metrics.adapter_crashed()
+
+        process.on_exit(exited)
         self.last_start_error = None
         if self.agent_info is None:
             self.agent_info = session.agent_info
@@ -278,10 +316,11 @@ class Bridge:
                 if pooled is not None:
                     self._adopt(conversation, pooled)
                     continue
+                displaced = self._make_room(conversation)
                 conversation.starting = anyio.Event()
                 conversation.start_error = None
                 assert self._task_group is not None
-                self._task_group.start_soon(self._start_for, conversation)
+                self._task_group.start_soon(self._start_for, conversation, displaced)
             starting = conversation.starting
             if ticket.cancel_requested:
                 raise TurnCancelled
@@ -290,6 +329,64 @@ class Bridge:
                 raise TurnCancelled
             if conversation.start_error is not None and conversation.session is None:
                 raise conversation.start_error
+
+    # --- the cap on live adapters ------------------------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        """Started and not shutting down."""
+        return self._task_group is not None and not self._closing
+
+    def can_start_adapter(self) -> bool:
+        """Whether a new conversation would get an adapter now (for /readyz)."""
+        if self._pool or self._adapters_held() < self.settings.max_sessions:
+            return True
+        return any(c.session is not None and not c.busy for c in self._conversations.values())
+
+    def _adapters_held(self) -> int:
+        """Adapters alive or being started, counted against ACP_MAX_SESSIONS."""
+        held = len(self._pool) + self._pool_filling
+        for conversation in self._conversations.values():
+            if conversation.session is not None or conversation.starting is not None:
+                held += 1
+        return held
+
+    def _make_room(self, conversation: Conversation) -> AgentSession | None:
+        """A slot for one more adapter: free, or taken from a warm or an idle adapter.
+
+        Returns the adapter that gives way (the caller stops it before starting the new
+        one); raises CapacityError when every live adapter is busy."""
+        limit = self.settings.max_sessions
+        if self._adapters_held() < limit:
+            return None
+        if self._pool:
+            return self._pool.pop()
+        idle = [
+            c
+            for c in self._conversations.values()
+            if c is not conversation and c.session is not None and not c.busy
+        ]
+        if idle:
+            oldest = min(idle, key=lambda c: c.last_used)
+            displaced = oldest.session
+            oldest.session = None
+            assert displaced is not None
+            logger.info(
+                "adapter stopped to make room",
+                extra={
+                    "context_id": oldest.context_id,
+                    "session_id": displaced.session_id,
+                    "pid": displaced.process.pid,
+                    "max_sessions": limit,
+                },
+            )
+            return displaced
+        self.metrics.capacity_refused("sessions")
+        logger.warning("task refused: every adapter is busy", extra={"max_sessions": limit})
+        raise CapacityError(
+            f"The bridge is running as many agents as it may ({limit}, ACP_MAX_SESSIONS), all "
+            "busy with other conversations; send the task again when one finishes."
+        )
 
     def _is_fresh(self, conversation: Conversation) -> bool:
         """A brand-new context whose sandbox holds nothing yet can take a warm adapter."""
@@ -310,10 +407,15 @@ class Bridge:
                 old.root.rmdir()  # empty: _is_fresh checked it
         conversation.session = session
         conversation.last_session_id = session.session_id
+        session.process.log_fields["context_id"] = conversation.context_id
 
-    async def _start_for(self, conversation: Conversation) -> None:
+    async def _start_for(
+        self, conversation: Conversation, displaced: AgentSession | None = None
+    ) -> None:
         starting = conversation.starting
         try:
+            if displaced is not None:
+                await displaced.close()
             if conversation.boundary.owned and not self.sandboxes.is_current(
                 conversation.context_id, conversation.boundary
             ):
@@ -329,6 +431,7 @@ class Bridge:
                 conversation.lost_memory_pending = True
             conversation.session = session
             conversation.last_session_id = session.session_id
+            session.process.log_fields["context_id"] = conversation.context_id
         except AdapterError as exc:
             conversation.start_error = exc
         except Exception:
@@ -359,6 +462,19 @@ class Bridge:
     ) -> TurnOutcome:
         """Wait for the conversation's turn, make sure its adapter runs, and prompt it."""
         conversation = self._conversation(ticket.context_id)
+        if len(conversation.queue) > self.settings.max_queued:
+            self._tickets.pop(ticket.task_id, None)
+            ticket.done.set()
+            self.metrics.capacity_refused("queue")
+            logger.warning(
+                "task refused: the conversation's queue is full",
+                extra={"max_queued": self.settings.max_queued},
+            )
+            raise CapacityError(
+                "This conversation is busy and its queue is full (at most "
+                f"{self.settings.max_queued} waiting task(s), ACP_MAX_QUEUED_TASKS); send this "
+                "one again when the running task finishes."
+            )
         conversation.queue.append(ticket)
         try:
             if self._closing:
@@ -394,13 +510,14 @@ class Bridge:
                 }
             }
             try:
-                outcome = await session.run_turn(
-                    prompt,
-                    on_events,
-                    silence_s=self.settings.silence_s,
-                    hard_cap_s=self.settings.turn_cap_s,
-                    meta=meta,
-                )
+                with log_ids(session_id=session.session_id):
+                    outcome = await session.run_turn(
+                        prompt,
+                        on_events,
+                        silence_s=self.settings.silence_s,
+                        hard_cap_s=self.settings.turn_cap_s,
+                        meta=meta,
+                    )
             except AdapterExitedError:
                 conversation.session = None
                 self._task_group_spawn(session.close)

@@ -14,12 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from a2a_acp_bridge import __version__
-from a2a_acp_bridge.config import DEFAULT_HOST, DEFAULT_PORT, PRESETS, Settings
+from a2a_acp_bridge.config import DEFAULT_HOST, DEFAULT_PORT, PRESETS, Settings, parse_tokens
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.logs import configure_logging
 
 PROG = "a2a-acp-bridge"
 EXIT_USAGE = 2
+LOG_FORMATS = ("auto", "text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 # Command-line flags and the environment variable each one stands for.
 FLAG_VARIABLES = {
@@ -89,16 +91,39 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", help=f"PORT: port to listen on (default {DEFAULT_PORT})")
     serve.add_argument("--public-url", help="PUBLIC_URL: base URL written in the agent card")
     serve.add_argument("--name", help="AGENT_NAME: the agent's name in the card")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve beyond loopback without a token (anyone who reaches the port may use it)",
+    )
 
     send = commands.add_parser("send", help="send one message and print the task's progress")
     send.add_argument("text", help="the message")
     send.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     send.add_argument("--context", help="continue this contextId")
     send.add_argument("--task", help="send into this taskId")
+    _token_flag(send)
 
     card = commands.add_parser("card", help="print the agent card")
     card.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
+    _token_flag(card)
     return parser
+
+
+def _token_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--token",
+        help="bearer token for the bridge (default: A2A_TOKEN, or the first of A2A_TOKEN_FILE)",
+    )
+
+
+def _client_token(flag: str | None) -> str | None:
+    """The token `send` and `card` present: --token, else the server's own variables."""
+    if flag:
+        return flag
+    env = effective_environment(os.environ, {}, Path.cwd())
+    tokens = parse_tokens(env, base=Path.cwd())
+    return tokens[0] if tokens else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,9 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     from a2a_acp_bridge.a2a.client import print_card, send_and_print
 
+    try:
+        token = _client_token(args.token)
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "send":
-        return asyncio.run(send_and_print(args.url, args.text, args.context, args.task))
-    return asyncio.run(print_card(args.url))
+        return asyncio.run(send_and_print(args.url, args.text, args.context, args.task, token))
+    return asyncio.run(print_card(args.url, token))
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -117,11 +147,21 @@ def _serve(args: argparse.Namespace) -> int:
     flags = {flag: getattr(args, flag) for flag in FLAG_VARIABLES}
     try:
         env = effective_environment(os.environ, flags, cwd)
-        settings = Settings.from_env(env, cwd=cwd)
+        settings = Settings.from_env(env, cwd=cwd, insecure=args.insecure)
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    configure_logging(env.get("LOG_FORMAT"), env.get("LOG_LEVEL"))
+    log_format = (env.get("LOG_FORMAT") or "auto").strip().lower()
+    log_level = (env.get("LOG_LEVEL") or "INFO").strip().upper()
+    problem = None
+    if log_format not in LOG_FORMATS:
+        problem = f"LOG_FORMAT: {log_format!r} is not one of {', '.join(LOG_FORMATS)}"
+    elif log_level not in LOG_LEVELS:
+        problem = f"LOG_LEVEL: {log_level!r} is not one of {', '.join(LOG_LEVELS)}"
+    if problem:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(log_format, log_level)
     from a2a_acp_bridge.server import run_server
 
     return run_server(settings)

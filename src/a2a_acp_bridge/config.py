@@ -7,12 +7,15 @@ naming the variable. Everything below the CLI receives a `Settings`.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import shlex
 import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from a2a_acp_bridge.adapters import UNSUPERVISED_MODES
 from a2a_acp_bridge.errors import ConfigError
@@ -27,6 +30,21 @@ DEFAULT_START_TIMEOUT_S = 60.0
 DEFAULT_SILENCE_S = 600.0
 DEFAULT_POOL_SIZE = 1
 SANDBOX_DIR_NAME = ".acp-sandboxes"
+# Live adapter processes (conversations and warm ones together). An adapter such as
+# claude-agent-acp holds a few hundred MB of Node and its CLI; eight fit a small machine.
+DEFAULT_MAX_SESSIONS = 8
+# Tasks waiting behind the running one in a single conversation.
+DEFAULT_MAX_QUEUED = 8
+# The largest request body: the biggest message the input budgets admit (16 MiB of inline
+# files, base64 in JSON, plus 1 Mi characters of text) with room for the envelope.
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+# A bearer token shorter than this is guessable; 16 characters of a random token is
+# already far beyond online guessing.
+MIN_TOKEN_CHARS = 16
+# RFC 6750 b64token: what may stand after "Bearer " in an Authorization header.
+_TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# Host names every loopback-bound server answers to.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 # The adapters' npm packages, pinned here and only here (adapters/package.json must agree;
 # a test checks it). A preset runs the copy installed under adapters/ when there is one,
@@ -133,6 +151,75 @@ def parse_directory(variable: str, value: str, *, base: Path) -> Path:
     return path.resolve(strict=True)
 
 
+def is_loopback(host: str) -> bool:
+    """True when HOST binds only to this machine (a name other than localhost counts as not)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_tokens(env: Mapping[str, str], *, base: Path) -> tuple[str, ...]:
+    """The accepted bearer tokens: A2A_TOKEN, or A2A_TOKEN_FILE with one token a line."""
+    token = env.get("A2A_TOKEN", "").strip()
+    file_text = env.get("A2A_TOKEN_FILE", "").strip()
+    if token and file_text:
+        raise ConfigError("A2A_TOKEN_FILE", "set either A2A_TOKEN or A2A_TOKEN_FILE, not both")
+    if token:
+        return (_check_token("A2A_TOKEN", token),)
+    if not file_text:
+        return ()
+    path = Path(file_text).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ConfigError("A2A_TOKEN_FILE", f"{file_text!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) else "is not UTF-8 text"
+        raise ConfigError("A2A_TOKEN_FILE", f"{file_text!r} cannot be read: {problem}") from None
+    tokens = []
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            tokens.append(_check_token(f"A2A_TOKEN_FILE line {number}", line))
+    if not tokens:
+        raise ConfigError("A2A_TOKEN_FILE", f"{file_text!r} holds no token (one a line)")
+    return tuple(tokens)
+
+
+def _check_token(where: str, token: str) -> str:
+    # Never echo the token itself: the message goes to logs and terminals.
+    if not _TOKEN_RE.fullmatch(token):
+        raise ConfigError(
+            where, "a token may hold only letters, digits and - . _ ~ + / (then = padding)"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            where,
+            f"the token is {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
+            "random ones (for example: openssl rand -hex 32)",
+        )
+    return token
+
+
+def parse_hosts(variable: str, value: str) -> tuple[str, ...]:
+    """Comma-separated host names (no scheme, no port), lowercased."""
+    hosts = []
+    for item in value.split(","):
+        name = item.strip().lower()
+        if not name:
+            continue
+        if any(c in name for c in "/ @") or name.count(":") == 1:
+            raise ConfigError(variable, f"{item.strip()!r} is not a host name (no scheme or port)")
+        hosts.append(name.strip("[]"))
+    return tuple(hosts)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the server needs, validated."""
@@ -152,6 +239,31 @@ class Settings:
     silence_s: float = DEFAULT_SILENCE_S
     turn_cap_s: float | None = None
     pool_size: int = DEFAULT_POOL_SIZE
+    tokens: tuple[str, ...] = ()
+    insecure: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_queued: int = DEFAULT_MAX_QUEUED
+
+    def host_allowlist(self) -> frozenset[str] | None:
+        """Host names the server answers to, or None when any is accepted.
+
+        Bound to loopback, a browser page on any site could reach the bridge by pointing
+        its own name at 127.0.0.1 (DNS rebinding); the Host header still carries that
+        name, so only loopback names, PUBLIC_URL's host and A2A_ALLOWED_HOSTS pass. Bound
+        beyond loopback a token is required anyway; A2A_ALLOWED_HOSTS still applies."""
+        if not is_loopback(self.host) and not self.allowed_hosts:
+            return None
+        names = set(self.allowed_hosts)
+        if is_loopback(self.host):
+            names.update(LOOPBACK_NAMES)
+            names.add(self.host.strip("[]").lower())
+        if self.public_url:
+            public = urlsplit(self.public_url).hostname
+            if public:
+                names.add(public.lower())
+        return frozenset(names)
 
     def advertised_url(self, bound_port: int | None = None) -> str:
         """The base URL clients dial: PUBLIC_URL, else http://HOST:PORT (port as bound)."""
@@ -165,8 +277,13 @@ class Settings:
         return f"http://{host}:{bound_port if bound_port is not None else self.port}"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], *, cwd: Path | None = None) -> Settings:
-        """Build Settings from raw strings (environment merged with command-line flags)."""
+    def from_env(
+        cls, env: Mapping[str, str], *, cwd: Path | None = None, insecure: bool = False
+    ) -> Settings:
+        """Build Settings from raw strings (environment merged with command-line flags).
+
+        `insecure` is the `--insecure` flag: it alone allows serving beyond loopback
+        without a token."""
         base = cwd or Path.cwd()
 
         def text(name: str) -> str | None:
@@ -220,6 +337,22 @@ class Settings:
             if pool_text is not None
             else DEFAULT_POOL_SIZE
         )
+        tokens = parse_tokens(env, base=base)
+        if not tokens and not insecure and not is_loopback(host):
+            raise ConfigError(
+                "HOST",
+                f"{host!r} is reachable from other machines and no token is set: set A2A_TOKEN "
+                "or A2A_TOKEN_FILE, or pass --insecure to serve without authentication",
+            )
+        allowed_hosts = parse_hosts("A2A_ALLOWED_HOSTS", env.get("A2A_ALLOWED_HOSTS", ""))
+        max_body = _int(env, "A2A_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1024)
+        max_sessions = _int(env, "ACP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS, minimum=1)
+        max_queued = _int(env, "ACP_MAX_QUEUED_TASKS", DEFAULT_MAX_QUEUED, minimum=0)
+        if pool_size > max_sessions:
+            raise ConfigError(
+                "ACP_POOL_SIZE",
+                f"{pool_size} warm adapters exceed ACP_MAX_SESSIONS ({max_sessions})",
+            )
         return cls(
             agent=agent,
             host=host,
@@ -236,7 +369,18 @@ class Settings:
             silence_s=silence,
             turn_cap_s=turn_cap,
             pool_size=pool_size,
+            tokens=tokens,
+            insecure=insecure,
+            allowed_hosts=allowed_hosts,
+            max_body_bytes=max_body,
+            max_sessions=max_sessions,
+            max_queued=max_queued,
         )
+
+
+def _int(env: Mapping[str, str], variable: str, default: int, *, minimum: int) -> int:
+    value = env.get(variable, "").strip()
+    return parse_int(variable, value, minimum=minimum) if value else default
 
 
 def _seconds(env: Mapping[str, str], variable: str, default_s: float) -> float:

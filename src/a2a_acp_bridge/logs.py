@@ -4,15 +4,56 @@ Modules log with `logger.info("event name", extra={...fields})`; this module, co
 only by the CLI, renders the fields: `key=value` after the message on a terminal, or one
 JSON object per line (`ts`, `level`, `logger`, `event` and the fields) when stderr is not a
 terminal or LOG_FORMAT=json. Prompt text and ACP frames are logged only at DEBUG.
+
+`log_ids(task_id=..., context_id=..., session_id=...)` binds the ids of the work at hand
+for the current task (a context variable): every record logged inside it carries them
+unless the call names them itself. The A2A executor binds a task's ids for the whole
+task, the bridge adds the session's for the turn.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import sys
 import time
-from typing import Any
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, TextIO
+
+# The ids of the work the current asyncio task is doing.
+_NO_IDS: Mapping[str, str] = MappingProxyType({})
+_IDS: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("log_ids", default=_NO_IDS)
+ID_FIELDS = ("context_id", "task_id", "session_id")
+
+
+@contextlib.contextmanager
+def log_ids(**ids: str | None) -> Iterator[None]:
+    """Bind ids for records logged in this block (None unbinds one)."""
+    merged = dict(_IDS.get())
+    for key, value in ids.items():
+        if value:
+            merged[key] = value
+        else:
+            merged.pop(key, None)
+    token = _IDS.set(MappingProxyType(merged))
+    try:
+        yield
+    finally:
+        _IDS.reset(token)
+
+
+class IdFilter(logging.Filter):
+    """Adds the bound ids to every record that does not carry them already."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in _IDS.get().items():
+            if getattr(record, key, None) is None:
+                setattr(record, key, value)
+        return True
+
 
 # Attributes every LogRecord has; anything else came in through `extra=`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
@@ -55,12 +96,19 @@ def _short(value: Any) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def make_handler(stream: TextIO, *, use_json: bool) -> logging.Handler:
+    """A handler writing one line per record, with the bound ids, in either format."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
+    handler.addFilter(IdFilter())
+    return handler
+
+
 def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
     """Send every log line to stderr in the chosen format (auto: text on a terminal)."""
     choice = (fmt or "auto").strip().lower()
     use_json = choice == "json" or (choice == "auto" and not sys.stderr.isatty())
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
+    handler = make_handler(sys.stderr, use_json=use_json)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel((level or "INFO").upper())

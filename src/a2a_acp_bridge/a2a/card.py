@@ -12,6 +12,10 @@ from a2a.types.a2a_pb2 import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
 )
 
 from a2a_acp_bridge import __version__
@@ -25,6 +29,8 @@ INPUT_MODES = [
     "application/octet-stream",
 ]
 OUTPUT_MODES = ["text/plain", "application/json", "text/x-diff"]
+# The name of the bearer scheme in `securitySchemes` (A2A_TOKEN / A2A_TOKEN_FILE).
+BEARER_SCHEME = "bearer"
 
 
 def build_card(
@@ -34,6 +40,7 @@ def build_card(
     agent_info: AgentInfo | None,
     name: str | None = None,
     supervised: bool = True,
+    bearer: bool = False,
 ) -> AgentCard:
     """The card for the current state of the bridge."""
     agent = label
@@ -53,7 +60,7 @@ def build_card(
             "its own default mode."
         )
     base = base_url.rstrip("/")
-    return AgentCard(
+    card = AgentCard(
         name=name or f"{agent} (via ACP)",
         description=description,
         supported_interfaces=[
@@ -79,3 +86,16 @@ def build_card(
             )
         ],
     )
+    if bearer:
+        card.security_schemes[BEARER_SCHEME].CopyFrom(
+            SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="Bearer",
+                    description="A token the operator set (A2A_TOKEN or A2A_TOKEN_FILE).",
+                )
+            )
+        )
+        card.security_requirements.append(
+            SecurityRequirement(schemes={BEARER_SCHEME: StringList(list=[])})
+        )
+    return card

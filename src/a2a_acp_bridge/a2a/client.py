@@ -69,8 +69,17 @@ def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int |
     return None
 
 
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 async def send_and_print(
-    url: str, text: str, context_id: str | None, task_id: str | None, out: TextIO = sys.stdout
+    url: str,
+    text: str,
+    context_id: str | None,
+    task_id: str | None,
+    token: str | None = None,
+    out: TextIO = sys.stdout,
 ) -> int:
     message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
     if context_id:
@@ -80,7 +89,7 @@ async def send_and_print(
     final: int | None = None
     answer_open = [False]
     try:
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=_headers(token)) as http:
             client = await create_client(url, ClientConfig(streaming=True, httpx_client=http))
             async with client:
                 async for event in client.send_message(SendMessageRequest(message=message)):
@@ -94,9 +103,9 @@ async def send_and_print(
     return 0 if final == TaskState.TASK_STATE_COMPLETED else 1
 
 
-async def print_card(url: str, out: TextIO = sys.stdout) -> int:
+async def print_card(url: str, token: str | None = None, out: TextIO = sys.stdout) -> int:
     try:
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=_headers(token)) as http:
             card = await A2ACardResolver(http, url).get_agent_card()
     except (httpx.HTTPError, A2AClientError) as exc:
         print(f"a2a-acp-bridge: cannot fetch the card from {url}: {exc}", file=sys.stderr)

@@ -40,8 +40,9 @@ from a2a.utils.errors import InvalidParamsError
 from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message
 from a2a_acp_bridge.acp.prompt import UnsupportedInputError
 from a2a_acp_bridge.bridge import Bridge, TurnCancelled
-from a2a_acp_bridge.errors import AdapterError
+from a2a_acp_bridge.errors import AdapterError, CapacityError
 from a2a_acp_bridge.events import TurnEvent
+from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.progress import (
     HOLD_S,
     AnswerText,
@@ -67,6 +68,10 @@ _STATES = {
     FinalState.FAILED: TaskState.TASK_STATE_FAILED,
 }
 
+# States after which the task waits for nothing from the agent (INPUT_REQUIRED waits for
+# the caller).
+_FINAL_STATES = {*_STATES.values(), TaskState.TASK_STATE_INPUT_REQUIRED}
+
 
 class TaskPublisher:
     """Builds and enqueues the A2A events of one task."""
@@ -84,7 +89,12 @@ class TaskPublisher:
         self.context_id = context_id
         self.answer_started = False
         self.changes_started = False
+        self.accepted_at = time.monotonic()
         self.first_event_at: float | None = None
+        # Set when a final (or interrupted) state is published: for the log and metrics.
+        self.final_state: str | None = None
+        self.final_message: str | None = None
+        self.report: dict[str, object] = {}
 
     def _message(self, text: str) -> Message:
         return Message(
@@ -96,6 +106,9 @@ class TaskPublisher:
         )
 
     async def status(self, state: int, text: str | None = None) -> None:
+        if state in _FINAL_STATES:
+            self.final_state = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
+            self.final_message = text
         status = TaskStatus(state=state)  # type: ignore[arg-type]
         status.timestamp.GetCurrentTime()
         if text:
@@ -171,20 +184,49 @@ class BridgeExecutor(AgentExecutor):
         self.bridge = bridge
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        message = context.message
-        assert message is not None
         assert context.task_id is not None
         task_id = context.task_id
         current = context.current_task
         # a2a-sdk 1.3.0 invents a fresh contextId for a follow-up naming only its taskId.
         context_id = current.context_id if current is not None else (context.context_id or "")
+        publisher = TaskPublisher(
+            event_queue, task_id, context_id, lambda: self.bridge.root_of(context_id)
+        )
+        with log_ids(task_id=task_id, context_id=context_id):
+            logger.info("task started", extra={"follow_up": current is not None})
+            try:
+                await self._execute(context, publisher)
+            except InvalidParamsError as exc:
+                logger.info("task refused", extra={"reason": exc.message})
+                raise
+            finally:
+                self._finished(publisher)
+
+    def _finished(self, publisher: TaskPublisher) -> None:
+        """One log line and the metrics for a task that reached its final state."""
+        state = publisher.final_state
+        if state is None:
+            return
+        duration = time.monotonic() - publisher.accepted_at
+        self.bridge.metrics.task_finished(state, duration)
+        fields: dict[str, object] = {"state": state, "duration_s": round(duration, 3)}
+        fields.update(publisher.report)
+        if state != "completed" and publisher.final_message:
+            fields["reason"] = publisher.final_message
+        logger.info("task finished", extra=fields)
+
+    async def _execute(self, context: RequestContext, publisher: TaskPublisher) -> None:
+        message = context.message
+        assert message is not None
+        task_id, context_id = publisher.task_id, publisher.context_id
+        event_queue = publisher.queue
+        current = context.current_task
         try:
             prompt = prompt_from_message(message)
         except InputProblem as problem:
             raise InvalidParamsError(message=str(problem)) from None
-        publisher = TaskPublisher(
-            event_queue, task_id, context_id, lambda: self.bridge.root_of(context_id)
-        )
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("task prompt", extra={"prompt": [str(part) for part in prompt]})
         # Registered before the task is visible, so a CancelTask always finds it.
         ticket = (
             self.bridge.ticket(task_id, context_id, message.message_id or None) if prompt else None
@@ -203,17 +245,24 @@ class BridgeExecutor(AgentExecutor):
             return
         await publisher.status(TaskState.TASK_STATE_WORKING)
         progress = TurnProgress()
+        metrics = self.bridge.metrics
 
         async def on_events(batch: list[TurnEvent]) -> float | None:
+            if batch and publisher.first_event_at is None:
+                publisher.first_event_at = time.monotonic()
+                metrics.first_event(publisher.first_event_at - publisher.accepted_at)
             await publisher.publish(progress.feed(batch))
             return HOLD_S if progress.holding else None
 
-        started = time.monotonic()
         try:
             outcome = await self.bridge.run_turn(ticket, prompt, on_events)
         except TurnCancelled:
             await publisher.publish(progress.finish())
             await publisher.status(TaskState.TASK_STATE_CANCELED, ticket.cancel_reason)
+            return
+        except CapacityError as exc:
+            # A cap is reached: said at once, never queued silently (docs/operations.md).
+            await publisher.status(TaskState.TASK_STATE_REJECTED, str(exc))
             return
         except UnsupportedInputError as exc:
             await publisher.status(TaskState.TASK_STATE_FAILED, str(exc))
@@ -226,9 +275,7 @@ class BridgeExecutor(AgentExecutor):
                 await publisher.status(TaskState.TASK_STATE_FAILED, str(exc))
             return
         except Exception:
-            logger.exception(
-                "task failed unexpectedly", extra={"task_id": task_id, "context_id": context_id}
-            )
+            logger.exception("task failed unexpectedly")
             await publisher.publish(progress.finish())
             await publisher.status(
                 TaskState.TASK_STATE_FAILED, "The bridge failed unexpectedly (see its log)."
@@ -245,19 +292,12 @@ class BridgeExecutor(AgentExecutor):
             cancel_reason=ticket.cancel_reason if cancelled else None,
             agent=self.bridge.agent_label,
         )
+        publisher.report = {
+            "session_id": session_id,
+            "stop_reason": end.stop_reason,
+            "refusals": len(progress.refusals),
+        }
         await publisher.status(_STATES[result.state], result.message)
-        logger.info(
-            "task finished",
-            extra={
-                "task_id": task_id,
-                "context_id": context_id,
-                "session_id": session_id,
-                "state": result.state.value,
-                "stop_reason": end.stop_reason,
-                "refusals": len(progress.refusals),
-                "duration_s": round(time.monotonic() - started, 3),
-            },
-        )
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id

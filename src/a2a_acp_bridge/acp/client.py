@@ -169,11 +169,13 @@ class BridgeClient:
         label: str,
         decider: Decider = decide,
         answerer: Answerer = answer,
+        on_decision: Callable[[str, str], None] | None = None,
     ) -> None:
         self.label = label
         self.sessions: dict[str, SessionState] = {}
         self._decide = decider
         self._answer = answerer
+        self._on_decision = on_decision
 
     # --- session/update -----------------------------------------------------------------
 
@@ -281,6 +283,9 @@ class BridgeClient:
             decision, reply = self._classify(state, request, offered)
         allowed = decision.allow and reply.allows
         refusal = None if allowed else refusal_record(request, decision, reply)
+        verdict = "allow" if allowed else "deny"
+        if self._on_decision is not None:
+            self._on_decision(verdict, decision.rule.value)
         logger.info(
             "permission decided",
             extra={
@@ -291,7 +296,7 @@ class BridgeClient:
                 "title": request.label,
                 "kind": request.kind,
                 "locations": list(request.locations),
-                "verdict": "allow" if allowed else "deny",
+                "verdict": verdict,
                 "rule": decision.rule.value,
                 "reason": decision.reason,
                 "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import signal
@@ -144,6 +145,8 @@ class AdapterProcess:
         self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
         self._watchers: list[asyncio.Task[None]] = []
         self._stopping = False
+        # Ids the process serves (session_id, context_id), added to its exit log line.
+        self.log_fields: dict[str, str] = {}
 
     @property
     def pid(self) -> int:
@@ -185,9 +188,15 @@ class AdapterProcess:
         return f"{message}; last lines of its stderr:\n{tail}" if tail else message
 
     def _start_watchers(self) -> None:
+        # A fresh context: the watchers outlive the task that spawned the adapter, and its
+        # bound log ids (logs.log_ids) would be wrong on their lines.
         self._watchers = [
-            asyncio.create_task(self._pump_stderr(), name=f"stderr:{self.pid}"),
-            asyncio.create_task(self._watch_exit(), name=f"exit:{self.pid}"),
+            asyncio.create_task(
+                self._pump_stderr(), name=f"stderr:{self.pid}", context=contextvars.Context()
+            ),
+            asyncio.create_task(
+                self._watch_exit(), name=f"exit:{self.pid}", context=contextvars.Context()
+            ),
         ]
 
     async def _pump_stderr(self) -> None:
@@ -213,6 +222,18 @@ class AdapterProcess:
             await asyncio.sleep(EXIT_POLL_S)
         self.exited.set()
         status = ExitStatus(self.proc.returncode)
+        logger.log(
+            logging.INFO if self._stopping else logging.WARNING,
+            "adapter exited",
+            extra={
+                "pid": self.pid,
+                "agent": self.label,
+                "code": status.returncode,
+                "exit": status.describe(),
+                "expected": self._stopping,
+                **self.log_fields,
+            },
+        )
         callbacks, self._exit_callbacks = self._exit_callbacks, []
         for callback in callbacks:
             try:

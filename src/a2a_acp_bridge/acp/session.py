@@ -86,6 +86,8 @@ class StartPlan:
     # The permission classifier; an external channel replaces these two.
     decider: Decider = decide
     answerer: Answerer = answer
+    # Told of every permission decision: (verdict "allow" | "deny", rule). For metrics.
+    on_decision: Callable[[str, str], None] | None = None
 
 
 @dataclass
@@ -128,7 +130,7 @@ class AgentSession:
     async def start(cls, plan: StartPlan) -> AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
         process = await spawn(plan.command, cwd=plan.boundary.root, env=plan.env, label=plan.label)
-        client = BridgeClient(plan.label, plan.decider, plan.answerer)
+        client = BridgeClient(plan.label, plan.decider, plan.answerer, on_decision=plan.on_decision)
         transport = StdioTransport(process.stdout, process.stdin, client.update_from_wire)
         conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
         session = cls(process, client, conn, plan)
@@ -223,6 +225,7 @@ class AgentSession:
             self.session_id = response.session_id
             self.client.sessions[self.session_id] = state
         state.sink.discard()  # a replayed conversation is not part of any task
+        self.process.log_fields["session_id"] = self.session_id
         await self._supervise(response, supervised, known=profile is not None)
         logger.info(
             "session opened",
@@ -529,15 +532,8 @@ class AgentSession:
             self.dead = True
             with contextlib.suppress(Exception), anyio.move_on_after(2.0):
                 await self.conn.close()
+            # The process logs its own exit ("adapter exited", expected=true).
             await self.process.stop()
-            logger.info(
-                "adapter stopped",
-                extra={
-                    "agent": self.name,
-                    "pid": self.process.pid,
-                    "returncode": self.process.proc.returncode,
-                },
-            )
 
 
 def notice_for_lost_memory(name: str) -> Notice:

@@ -1,0 +1,218 @@
+"""The door of the HTTP app: the Host allowlist, bearer tokens and the body limit.
+
+A pure ASGI middleware in front of every route, checking in this order:
+
+1. Host: while the bridge is bound to loopback, a request whose `Host` header names
+   anything but a loopback name, PUBLIC_URL's host or A2A_ALLOWED_HOSTS is answered
+   421 (a web page that rebinds its own DNS name to 127.0.0.1 is stopped here).
+2. Token: with A2A_TOKEN or A2A_TOKEN_FILE set, every path except the public ones (the
+   agent card, /healthz, /readyz) needs `Authorization: Bearer <token>`; otherwise 401
+   with `WWW-Authenticate: Bearer`. Tokens are compared as SHA-256 digests with
+   `hmac.compare_digest`, so neither a token's content nor its length leaks through time.
+3. Body: a `Content-Length` above A2A_MAX_BODY_BYTES is answered 413 before anything is
+   read; a body without a length is read up to the limit and then handed on whole.
+
+Refusals are small JSON bodies and are counted (see `metrics.py`); the token is never
+logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+# Answered without a token: discovery and the probes of orchestrators and HEALTHCHECK.
+PUBLIC_PATHS = frozenset(
+    {"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz", "/readyz"}
+)
+REALM = "a2a-acp-bridge"
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+class TokenCheck:
+    """The accepted bearer tokens, kept as digests."""
+
+    def __init__(self, tokens: Iterable[str]) -> None:
+        self._digests = tuple(_digest(token) for token in tokens)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._digests)
+
+    def accepts(self, authorization: str | None) -> bool:
+        """True when the Authorization header carries one of the tokens (scheme any case)."""
+        if not authorization:
+            return False
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
+            return False
+        offered = _digest(credentials.strip())
+        # Compare against every token, without stopping early, so timing says nothing
+        # about which one matched.
+        matched = False
+        for digest in self._digests:
+            matched |= hmac.compare_digest(offered, digest)
+        return matched
+
+
+def host_name(header: str) -> str:
+    """The host name of a Host header: port removed, IPv6 brackets removed, lowercased."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    return value.rstrip(".")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    reason: str
+    message: str
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+class Guard:
+    """ASGI middleware enforcing the Host allowlist, the tokens and the body limit."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: TokenCheck,
+        allowed_hosts: Collection[str] | None,
+        max_body_bytes: int,
+        on_refusal: Callable[[str], None] = lambda _reason: None,
+    ) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.allowed_hosts = allowed_hosts
+        self.max_body_bytes = max_body_bytes
+        self.on_refusal = on_refusal
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        refusal = self._check(scope, headers)
+        if refusal is None:
+            length = headers.get("content-length")
+            if length is not None:
+                if not length.isdigit():
+                    refusal = Refusal(400, "bad_length", "Content-Length is not a number.")
+                elif int(length) > self.max_body_bytes:
+                    refusal = self._too_large()
+            elif headers.get("transfer-encoding"):
+                receive, refusal = await self._read_bounded(receive)
+        if refusal is not None:
+            self.on_refusal(refusal.reason)
+            logger.info(
+                "request refused",
+                extra={
+                    "status": refusal.status,
+                    "reason": refusal.reason,
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "client": (scope.get("client") or ("", 0))[0],
+                },
+            )
+            await _respond(send, refusal)
+            return
+        await self.app(scope, receive, send)
+
+    def _check(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
+        if self.allowed_hosts is not None:
+            host = host_name(headers.get("host", ""))
+            if host not in self.allowed_hosts:
+                return Refusal(
+                    421,
+                    "host",
+                    f"This server does not answer to the host name {host or '(none)'!r}; "
+                    "the operator can add it to A2A_ALLOWED_HOSTS.",
+                )
+        path = scope.get("path", "")
+        if self.tokens.enabled and path not in PUBLIC_PATHS:
+            authorization = headers.get("authorization")
+            if not self.tokens.accepts(authorization):
+                error = "invalid_token" if authorization else None
+                challenge = f'Bearer realm="{REALM}"' + (f', error="{error}"' if error else "")
+                return Refusal(
+                    401,
+                    "unauthorized",
+                    "A bearer token is required (Authorization: Bearer <token>)."
+                    if authorization is None
+                    else "The bearer token was not accepted.",
+                    ((b"www-authenticate", challenge.encode("latin-1")),),
+                )
+        return None
+
+    def _too_large(self) -> Refusal:
+        return Refusal(
+            413,
+            "body_too_large",
+            f"The request body is larger than {self.max_body_bytes} bytes (A2A_MAX_BODY_BYTES).",
+        )
+
+    async def _read_bounded(self, receive: Receive) -> tuple[Receive, Refusal | None]:
+        """Read a body of unknown length up to the limit; replay it to the app."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                # The client went away: hand the app what came, then the disconnect.
+                return _replay(chunks, message), None
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.max_body_bytes:
+                return receive, self._too_large()
+            chunks.append(body)
+            if not message.get("more_body", False):
+                return _replay(chunks, None), None
+
+
+def _replay(chunks: list[bytes], last: Message | None) -> Receive:
+    pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks)}]
+    if last is not None:
+        pending.append(last)
+
+    async def receive() -> Message:
+        if pending:
+            return pending.pop(0)
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for key, value in scope.get("headers", ()):
+        name = key.decode("latin-1").lower()
+        # A repeated header keeps its first value: a second Host or Authorization
+        # cannot override the one checked.
+        found.setdefault(name, value.decode("latin-1"))
+    return found
+
+
+async def _respond(send: Send, refusal: Refusal) -> None:
+    body = json.dumps({"error": refusal.reason, "message": refusal.message}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *refusal.headers,
+    ]
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

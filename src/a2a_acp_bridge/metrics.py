@@ -1,0 +1,147 @@
+"""Metrics: the bridge's Prometheus instruments, in a registry of its own.
+
+Each `Metrics` owns a `CollectorRegistry`, so two bridges in one process (tests) never
+share a counter. The bridge and the executor report lifecycle edges through the methods
+below; gauges of what is live (adapters, queued and running tasks) are read from the
+bridge at scrape time. `GET /metrics` renders `exposition()`.
+
+    (every name starts with a2a_acp_bridge_)
+    tasks_total{state}                        finished tasks by final state
+    tasks_in_progress{phase}                  queued | running, now
+    task_duration_seconds{state}              histogram: accepted to final state
+    task_first_event_seconds                  histogram: accepted to the agent's first update
+    adapters_live{role}                       conversation | warm, now
+    adapter_starts_total{outcome}             ok | failed
+    adapter_crashes_total                     exits the bridge did not ask for
+    permission_decisions_total{verdict,rule}  every session/request_permission
+    capacity_refusals_total{limit}            sessions | queue
+    http_refusals_total{reason}               host | unauthorized | body_too_large | bad_length
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+PREFIX = "a2a_acp_bridge"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# A turn takes from a fraction of a second (the demo agent) to many minutes (a real agent
+# editing a repository).
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+# The first update arrives within milliseconds on a live adapter and after tens of seconds
+# when one has to start (claude's session/new has been seen at ~46 s on a cold machine).
+FIRST_EVENT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Metrics:
+    """Counters, gauges and histograms of one bridge."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._tasks = Counter(
+            f"{PREFIX}_tasks", "Tasks finished, by final state.", ["state"], registry=r
+        )
+        self._in_progress = Gauge(
+            f"{PREFIX}_tasks_in_progress",
+            "Tasks accepted and not finished: queued behind another turn, or running.",
+            ["phase"],
+            registry=r,
+        )
+        self._duration = Histogram(
+            f"{PREFIX}_task_duration_seconds",
+            "Time from accepting a task to its final state.",
+            ["state"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self._first_event = Histogram(
+            f"{PREFIX}_task_first_event_seconds",
+            "Time from accepting a task to the first update of its turn from the agent.",
+            buckets=FIRST_EVENT_BUCKETS,
+            registry=r,
+        )
+        self._adapters = Gauge(
+            f"{PREFIX}_adapters_live",
+            "Adapter processes alive: serving a conversation, or warm in the pool.",
+            ["role"],
+            registry=r,
+        )
+        self._starts = Counter(
+            f"{PREFIX}_adapter_starts",
+            "Adapter starts (spawn, initialize, session and mode), by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self._crashes = Counter(
+            f"{PREFIX}_adapter_crashes",
+            "Adapters that exited without the bridge asking them to.",
+            registry=r,
+        )
+        self._decisions = Counter(
+            f"{PREFIX}_permission_decisions",
+            "Permission requests answered, by verdict and by the rule that decided.",
+            ["verdict", "rule"],
+            registry=r,
+        )
+        self._capacity = Counter(
+            f"{PREFIX}_capacity_refusals",
+            "Tasks rejected because a cap was reached (ACP_MAX_SESSIONS or ACP_MAX_QUEUED_TASKS).",
+            ["limit"],
+            registry=r,
+        )
+        self._http = Counter(
+            f"{PREFIX}_http_refusals",
+            "Requests refused at the door, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        for outcome in ("ok", "failed"):
+            self._starts.labels(outcome)
+        for limit in ("sessions", "queue"):
+            self._capacity.labels(limit)
+
+    # --- gauges read at scrape time ------------------------------------------------------
+
+    def watch(
+        self,
+        *,
+        conversation_adapters: Callable[[], float],
+        warm_adapters: Callable[[], float],
+        queued_tasks: Callable[[], float],
+        running_tasks: Callable[[], float],
+    ) -> None:
+        self._adapters.labels("conversation").set_function(conversation_adapters)
+        self._adapters.labels("warm").set_function(warm_adapters)
+        self._in_progress.labels("queued").set_function(queued_tasks)
+        self._in_progress.labels("running").set_function(running_tasks)
+
+    # --- events ------------------------------------------------------------------------
+
+    def task_finished(self, state: str, duration_s: float) -> None:
+        self._tasks.labels(state).inc()
+        self._duration.labels(state).observe(duration_s)
+
+    def first_event(self, latency_s: float) -> None:
+        self._first_event.observe(latency_s)
+
+    def adapter_started(self, ok: bool) -> None:
+        self._starts.labels("ok" if ok else "failed").inc()
+
+    def adapter_crashed(self) -> None:
+        self._crashes.inc()
+
+    def permission_decided(self, verdict: str, rule: str) -> None:
+        self._decisions.labels(verdict, rule).inc()
+
+    def capacity_refused(self, limit: str) -> None:
+        self._capacity.labels(limit).inc()
+
+    def http_refused(self, reason: str) -> None:
+        self._http.labels(reason).inc()
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format."""
+        return generate_latest(self.registry)
