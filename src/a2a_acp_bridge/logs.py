@@ -56,7 +56,12 @@ class IdFilter(logging.Filter):
 
 
 # Attributes every LogRecord has; anything else came in through `extra=`.
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+# (uvicorn adds `color_message`, a copy of the message with terminal colours.)
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 def record_fields(record: logging.LogRecord) -> dict[str, Any]:
