@@ -236,22 +236,19 @@ async def test_a_public_address_is_served_with_a_token_or_with_insecure(
     log = tmp_path / "server.log"
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "ACP_", "HOST"))}
     clean.update(env, LOG_FORMAT="json", ACP_POOL_SIZE="0")
+    command = [sys.executable, "-m", "a2a_acp_bridge", "serve", "--host", "0.0.0.0", "--port", "0"]
     with log.open("w") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "a2a_acp_bridge", "serve", "--host", "0.0.0.0", "--port", "0"]
-            + list(args),
-            cwd=tmp_path,
-            env=clean,
-            stderr=sink,
-            stdout=subprocess.DEVNULL,
+        proc = await anyio.open_process(
+            [*command, *args], cwd=tmp_path, env=clean, stderr=sink, stdout=subprocess.DEVNULL
         )
     try:
         with anyio.fail_after(CLI_TIMEOUT_S):
             while '"event": "listening"' not in log.read_text():
-                assert proc.poll() is None, log.read_text()
+                assert proc.returncode is None, log.read_text()
                 await anyio.sleep(0.05)
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=CLI_TIMEOUT_S)
+        proc.send_signal(signal.SIGTERM)
+        with anyio.fail_after(CLI_TIMEOUT_S):
+            await proc.wait()
     # uvicorn re-raises the signal once its graceful shutdown is done.
     assert proc.returncode in (0, -signal.SIGTERM)

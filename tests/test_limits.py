@@ -150,8 +150,8 @@ async def test_a_chunked_body_is_counted_as_it_arrives(tmp_path: Path) -> None:
 
 def test_the_default_body_limit_admits_the_largest_message_the_input_budgets_allow() -> None:
     base64_files = (MAX_FILES_BYTES + 2) // 3 * 4
-    # Text as JSON: a character may take up to six bytes (\\uXXXX).
-    assert DEFAULT_MAX_BODY_BYTES >= base64_files + MAX_TEXT_CHARS * 6 // 2
+    # Text as JSON: a character takes up to six bytes (a \\u escape).
+    assert base64_files + MAX_TEXT_CHARS * 6 <= DEFAULT_MAX_BODY_BYTES
 
 
 # --- the cap on live adapters ----------------------------------------------------------

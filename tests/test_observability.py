@@ -134,7 +134,7 @@ async def run_logged_server(tmp_path: Path, texts: list[str]) -> tuple[list[dict
     env = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "ACP_", "LOG_"))}
     env.update(LOG_FORMAT="json", ACP_POOL_SIZE="0", PORT="0")
     with log.open("w") as sink:
-        proc = subprocess.Popen(
+        proc = await anyio.open_process(
             [sys.executable, "-m", "a2a_acp_bridge", "serve"],
             cwd=tmp_path,
             env=env,
@@ -145,7 +145,7 @@ async def run_logged_server(tmp_path: Path, texts: list[str]) -> tuple[list[dict
         url = None
         with anyio.fail_after(SERVER_S):
             while url is None:
-                assert proc.poll() is None, log.read_text()
+                assert proc.returncode is None, log.read_text()
                 for line in log.read_text().splitlines():
                     record = json.loads(line)
                     if record["event"] == "listening":
@@ -157,8 +157,9 @@ async def run_logged_server(tmp_path: Path, texts: list[str]) -> tuple[list[dict
                 task = await send(client, url + "/", text, context_id=context_id)
                 context_id = task["contextId"]
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=SERVER_S)
+        proc.send_signal(signal.SIGTERM)
+        with anyio.fail_after(SERVER_S):
+            await proc.wait()
     raw = log.read_text()
     return [json.loads(line) for line in raw.splitlines()], raw
 
