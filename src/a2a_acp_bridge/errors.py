@@ -3,7 +3,7 @@
     BridgeError
      ├── ConfigError              a setting is invalid; names the variable (start-up only)
      ├── SandboxError             a working directory could not be made or trusted
-     ├── CapacityError            the cap on live adapters is reached
+     ├── CapacityError            a cap is reached: live adapters or one context's queue
      └── AdapterError             the coding agent could not serve the turn
           ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed
           │    └── SupervisionError   the supervised mode is missing, refused or reads back wrong
@@ -35,7 +35,7 @@ class SandboxError(BridgeError):
 
 
 class CapacityError(BridgeError):
-    """No adapter can be started: the operator's cap on live adapters is reached."""
+    """A task is refused at once: ACP_MAX_SESSIONS or ACP_MAX_QUEUED_TASKS is reached."""
 
 
 class AdapterError(BridgeError):
