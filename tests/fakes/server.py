@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakes.script import Script, Step
+from tests.fakes.script import Script
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ class FakeModelServer:
         self._lock = threading.Lock()
         self._stalls = threading.Condition(self._lock)
         self._stalled = 0
+        self._dumped = 0
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -224,7 +225,7 @@ class FakeModelServer:
         if not folder:
             return
         with self._lock:
-            self._dumped = getattr(self, "_dumped", 0) + 1
+            self._dumped += 1
             number = self._dumped
         name = f"{self.label}-{number:04d}-{method}-{exchange.path.strip('/').replace('/', '_')}"
         path = os.path.join(folder, name[:150] + ".json")
@@ -242,9 +243,6 @@ class FakeModelServer:
         self.record(Seen(method, exchange.path, None, "other"))
         logger.warning("%s: no route for %s %s", self.label, method, exchange.path)
         exchange.send_json({"error": {"message": f"no route for {exchange.path}"}}, status=404)
-
-    def describe(self, step: Step) -> str:
-        return type(step).__name__
 
 
 class _Handler(BaseHTTPRequestHandler):
