@@ -252,3 +252,26 @@ async def test_a_public_address_is_served_with_a_token_or_with_insecure(
             await proc.wait()
     # uvicorn re-raises the signal once its graceful shutdown is done.
     assert proc.returncode in (0, -signal.SIGTERM)
+
+
+async def test_the_send_command_presents_the_token_and_fails_clearly_without_it(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path, {"A2A_TOKEN": TOKEN})
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "ACP_"))}
+    async with serve_bridge(settings) as bridge:
+        command = [sys.executable, "-m", "a2a_acp_bridge", "send", "--url", bridge.url]
+        with anyio.fail_after(CLI_TIMEOUT_S):
+            from_env = await anyio.run_process(
+                [*command, "write a.txt: via the cli"],
+                env={**clean, "A2A_TOKEN": TOKEN},
+                cwd=tmp_path,
+                check=False,
+            )
+            without = await anyio.run_process(
+                [*command, "write b.txt: refused"], env=clean, cwd=tmp_path, check=False
+            )
+    assert from_env.returncode == 0, from_env.stderr
+    assert b"[COMPLETED]" in from_env.stdout
+    assert without.returncode == 2
+    assert b"401" in without.stderr

@@ -107,7 +107,9 @@ def test_each_metrics_object_has_a_registry_of_its_own() -> None:
     assert sample(two.exposition().decode(), P + "tasks_total", state="completed") == 0
 
 
-async def test_readyz_is_ready_with_a_runnable_agent_and_not_without_one(tmp_path: Path) -> None:
+async def test_readyz_is_ready_with_a_runnable_agent_and_a_missing_one_fails_its_start(
+    tmp_path: Path,
+) -> None:
     missing = make_settings(tmp_path, {"ACP_AGENT": str(tmp_path / "no-such-agent")})
     async with httpx.AsyncClient() as client:
         async with serve_bridge(make_settings(tmp_path)) as bridge:
@@ -116,6 +118,8 @@ async def test_readyz_is_ready_with_a_runnable_agent_and_not_without_one(tmp_pat
         async with serve_bridge(missing) as bridge:
             not_ready = await client.get(bridge.url + "/readyz")
             still_alive = await client.get(bridge.url + "/healthz")
+            failed = await send(client, bridge.rpc_url, "hello")
+            text = await scrape(client, bridge.url)
     assert ready.status_code == 200
     assert ready.json()["status"] == "ready"
     assert alive.status_code == 200
@@ -123,6 +127,9 @@ async def test_readyz_is_ready_with_a_runnable_agent_and_not_without_one(tmp_pat
     assert not_ready.json()["checks"]["agent"] == {"ok": False}
     assert not_ready.json()["checks"]["capacity"]["ok"] is True
     assert still_alive.status_code == 200
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert sample(text, P + "adapter_starts_total", outcome="failed") == 1
+    assert sample(text, P + "adapter_starts_total", outcome="ok") == 0
 
 
 # --- logs of a real server process -------------------------------------------------------

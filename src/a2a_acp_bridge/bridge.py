@@ -224,9 +224,8 @@ class Bridge:
         try:
             boundary = self._handed or self.sandboxes.create()
             session = await self._start(boundary, load_session_id=None)
-        except AdapterError as exc:
-            logger.error("warm adapter could not start", extra={"error": str(exc)})
-            return
+        except AdapterError:
+            return  # _start logged it
         finally:
             self._pool_filling -= 1
         if self._closing:
@@ -285,6 +284,10 @@ class Bridge:
         except AdapterError as exc:
             self.last_start_error = str(exc)
             self.metrics.adapter_started(ok=False)
+            logger.error(
+                "adapter could not start",
+                extra={"agent": spec.label, "error": str(exc)},
+            )
             raise
         self.metrics.adapter_started(ok=True)
         process = session.process
