@@ -34,6 +34,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from a2a_acp_bridge.acp.process import adapter_environment
+from a2a_acp_bridge.acp.prompt import PromptCapabilities
 from a2a_acp_bridge.acp.session import (
     AgentInfo,
     AgentSession,
@@ -49,7 +50,7 @@ from a2a_acp_bridge.errors import (
     AdapterStartError,
     CapacityError,
 )
-from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.events import Notice, QuestionReply, TurnEnd, TurnEvent
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
@@ -139,6 +140,7 @@ class Bridge:
         self._task_group: TaskGroup | None = None
         self._closing = False
         self.agent_info: AgentInfo | None = None
+        self.prompt_capabilities: PromptCapabilities | None = None
         self.agent_info_ready = anyio.Event()
         self.last_start_error: str | None = None
         self.metrics = metrics or Metrics()
@@ -278,6 +280,7 @@ class Bridge:
             decider=self._decider,
             answerer=self._answerer,
             on_decision=self.metrics.permission_decided,
+            question_timeout_s=self.settings.question_timeout_s,
         )
         try:
             session = await AgentSession.start(plan)
@@ -300,6 +303,7 @@ class Bridge:
         self.last_start_error = None
         if self.agent_info is None:
             self.agent_info = session.agent_info
+            self.prompt_capabilities = session.prompt_capabilities
             self.agent_info_ready.set()
         return session
 
@@ -563,6 +567,21 @@ class Bridge:
         with anyio.move_on_after(timeout_s):
             await ticket.done.wait()
         return ticket.done.is_set()
+
+    def answer_question(self, task_id: str, question_id: str, reply: QuestionReply) -> bool:
+        """Give the agent the caller's answer to its question; False if none is pending."""
+        ticket = self._tickets.get(task_id)
+        session = ticket.session if ticket is not None else None
+        if session is None or session.state is None:
+            return False
+        return session.state.answer(question_id, reply)
+
+    def spawn(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run a task's turn in the bridge's task group: it outlives the request that
+        started it (a question leaves the turn waiting for the caller's next message)."""
+        if self._task_group is None:
+            raise RuntimeError("the bridge is not running")
+        self._task_group.start_soon(func, *args)
 
     def cancel_reason(self, task_id: str) -> str | None:
         ticket = self._tickets.get(task_id)

@@ -45,6 +45,9 @@ MIN_TOKEN_CHARS = 16
 _TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # Host names every loopback-bound server answers to.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+# How long a task may wait in INPUT_REQUIRED for the answer to the agent's question before
+# the bridge declines it for the caller (the adapter is held for the whole wait).
+DEFAULT_QUESTION_TIMEOUT_S = 3600.0
 
 # The adapters' npm packages, pinned here and only here (adapters/package.json must agree;
 # a test checks it). A preset runs the copy installed under adapters/ when there is one,
@@ -245,6 +248,9 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_sessions: int = DEFAULT_MAX_SESSIONS
     max_queued: int = DEFAULT_MAX_QUEUED
+    card_v03: bool = False
+    push_allow_private: bool = False
+    question_timeout_s: float = DEFAULT_QUESTION_TIMEOUT_S
 
     def host_allowlist(self) -> frozenset[str] | None:
         """Host names the server answers to, or None when any is accepted.
@@ -375,6 +381,11 @@ class Settings:
             max_body_bytes=max_body,
             max_sessions=max_sessions,
             max_queued=max_queued,
+            card_v03=parse_bool("A2A_CARD_V03", env.get("A2A_CARD_V03", "")),
+            push_allow_private=parse_bool(
+                "A2A_PUSH_ALLOW_PRIVATE", env.get("A2A_PUSH_ALLOW_PRIVATE", "")
+            ),
+            question_timeout_s=_seconds(env, "A2A_QUESTION_TIMEOUT_MS", DEFAULT_QUESTION_TIMEOUT_S),
         )
 
 

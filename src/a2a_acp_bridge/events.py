@@ -24,6 +24,42 @@ class TextChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class FileChunk:
+    """A file (or structured data) in the agent's answer: an ACP image, audio, embedded
+    resource or resource link. Exactly one of `uri` (by reference), `data` (bytes) and
+    `text` (an embedded text resource) is set."""
+
+    name: str | None
+    media_type: str | None
+    uri: str | None = None
+    data: bytes | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAsked:
+    """The agent asks its user something (ACP `elicitation/create`, form mode).
+
+    `schema` is the requested JSON Schema (an object with `properties`); the caller's
+    answer goes back through `Bridge.answer_question` with `question_id`."""
+
+    question_id: str
+    message: str
+    schema: Mapping[str, Any]
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class QuestionReply:
+    """The answer to a QuestionAsked: accept (with the form's content), decline or cancel.
+    `meta` travels as the response's `_meta`."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FileDiff:
     """An edit the agent reported: the whole old and new text of one file (old None: new file)."""
 
@@ -88,10 +124,20 @@ class Notice:
 
 @dataclass(frozen=True)
 class TurnEnd:
-    """The agent answered session/prompt."""
+    """The agent answered session/prompt (`meta`: the answer's `_meta`, if any)."""
 
     stop_reason: str
     usage: Mapping[str, int] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
 
 
-TurnEvent = TextChunk | ToolCallSeen | PlanSeen | ModeSeen | PermissionSeen | Notice
+TurnEvent = (
+    TextChunk
+    | FileChunk
+    | ToolCallSeen
+    | PlanSeen
+    | ModeSeen
+    | PermissionSeen
+    | Notice
+    | QuestionAsked
+)

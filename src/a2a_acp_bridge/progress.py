@@ -11,6 +11,9 @@
   repeated only when its status changes), a plan, a refusal by the bridge, a notice.
 - `ChangeMade`: a file edit the agent completed (ACP diff content), for the `changes`
   artifact.
+- `AnswerFile`: a file or structured data in the answer (ACP image, audio, resource or
+  resource link), a part of its own in the answer artifact.
+- `Question`: the agent asks the caller something; the task waits in INPUT_REQUIRED.
 
 `TurnProgress.outcome(...)` decides the task's final state and its note, and
 `TurnProgress.summary(...)` builds the answer artifact's data part.
@@ -24,11 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_acp_bridge.events import (
+    FileChunk,
     FileDiff,
     ModeSeen,
     Notice,
     PermissionSeen,
     PlanSeen,
+    QuestionAsked,
     TextChunk,
     ToolCallSeen,
     TurnEnd,
@@ -65,7 +70,17 @@ class ChangeMade:
     diff: FileDiff
 
 
-Output = AnswerText | StatusText | ChangeMade
+@dataclass(frozen=True, slots=True)
+class AnswerFile:
+    file: FileChunk
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    question: QuestionAsked
+
+
+Output = AnswerText | StatusText | ChangeMade | AnswerFile | Question
 
 
 class FinalState(enum.Enum):
@@ -127,7 +142,14 @@ class TurnProgress:
                 self._buffered += len(event.text)
                 continue
             self._flush(out)
-            if kind is ToolCallSeen:
+            if kind is FileChunk:
+                assert isinstance(event, FileChunk)
+                self._answered = True
+                out.append(AnswerFile(event))
+            elif kind is QuestionAsked:
+                assert isinstance(event, QuestionAsked)
+                out.append(Question(event))
+            elif kind is ToolCallSeen:
                 assert isinstance(event, ToolCallSeen)
                 self._tool_call(event, out)
             elif kind is PermissionSeen:

@@ -12,6 +12,8 @@ The script (JSON) says who the agent is and what it does on each prompt:
       "refuse_modes": ["default"],    # set_mode / set_config_option to these fail
       "readback": {"default": "auto"},# the mode reads back as something else
       "new_session_error": null,      # {"code": -32000, "message": "..."} fails session/new
+      "prompt_capabilities": {...},   # what initialize advertises (default: image, embedded)
+      "echo_meta": true, "echo_prompt": true,  # say the prompt's _meta / its blocks first
       "turns": [[step, ...], ...],    # the Nth prompt runs turns[N] (the last one repeats)
       "by_prompt": {"TEXT": [step, ...]}  # or chosen by the prompt's exact text
     }
@@ -38,6 +40,11 @@ Steps (`op`):
     grandchild SECONDS                 start a child that holds stdout open, then crash
     raw LINE                           write LINE to stdout as it is (broken frames)
     stale_cancel                       the next prompt answers `cancelled` at once
+    content {block}                    agent_message_chunk carrying this content block
+    ask MESSAGE [schema]               elicitation/create (form mode); says
+                                       "answer: {action, content, _meta}" as JSON on a line;
+                                       a decline or cancel ends the turn `cancelled`
+    end_meta {...}                     the prompt's answer carries this `_meta`
 Every prompt that reaches its end answers `end_turn`. In every string of a step, {CWD} is
 the session's cwd and {WORKROOT} its parent (the fixtures' placeholders).
 """
@@ -64,6 +71,7 @@ class ScriptedAgent:
         self.prompts = 0
         self.cancelled = asyncio.Event()
         self.stale_cancel = False
+        self.end_meta: dict[str, Any] | None = None
         modes = script.get("modes")
         self.mode: str | None = modes["current"] if modes else None
 
@@ -73,7 +81,9 @@ class ScriptedAgent:
         if method == "initialize":
             caps: dict[str, Any] = {
                 "loadSession": bool(self.script.get("load_session", False)),
-                "promptCapabilities": {"embeddedContext": True, "image": True},
+                "promptCapabilities": self.script.get(
+                    "prompt_capabilities", {"embeddedContext": True, "image": True}
+                ),
             }
             if self.script.get("close", True):
                 caps["sessionCapabilities"] = {"close": {}}
@@ -166,19 +176,29 @@ class ScriptedAgent:
         cwd = str(self.sessions.get(session_id, {}).get("cwd") or "")
         steps = _with_cwd(self._steps_for(text), cwd)
         self.prompts += 1
+        self._forget_end_meta()
         meta = params.get("_meta")
         if meta is not None and self.script.get("echo_meta"):
-            await self._say(session_id, "meta: " + json.dumps(meta, sort_keys=True))
+            await self._say(session_id, "meta: " + json.dumps(meta, sort_keys=True) + "\n")
+        if self.script.get("echo_prompt"):
+            blocks = json.dumps(params.get("prompt", []), sort_keys=True)
+            await self._say(session_id, "prompt: " + blocks + "\n")
         for step in steps:
             if self.cancelled.is_set():
                 return {"stopReason": "cancelled"}
             outcome = await self._step(session_id, step)
             if outcome is not None:
                 return outcome
-        return {
+        end: dict[str, Any] = {
             "stopReason": "end_turn",
             "usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3},
         }
+        if self.end_meta is not None:
+            end["_meta"] = self.end_meta
+        return end
+
+    def _forget_end_meta(self) -> None:
+        self.end_meta = None
 
     async def _say(self, session_id: str, text: str, kind: str = "agent_message_chunk") -> None:
         await self._update(
@@ -243,8 +263,45 @@ class ScriptedAgent:
             await self.peer.write_raw(step["line"].encode() + b"\n")
         elif op == "stale_cancel":
             self.stale_cancel = True
+        elif op == "content":
+            await self._update(
+                session_id, {"sessionUpdate": "agent_message_chunk", "content": step["block"]}
+            )
+        elif op == "ask":
+            return await self._ask(session_id, step)
+        elif op == "end_meta":
+            self.end_meta = step["meta"]
         else:
             raise RpcError(-32603, f"unknown scripted op {op!r}")
+        return None
+
+    async def _ask(self, session_id: str, step: dict[str, Any]) -> dict[str, Any] | None:
+        schema = step.get("schema") or {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+        }
+        ask = asyncio.ensure_future(
+            self.peer.request(
+                "elicitation/create",
+                {
+                    "sessionId": session_id,
+                    "mode": "form",
+                    "message": step["message"],
+                    "requestedSchema": schema,
+                },
+            )
+        )
+        stop = asyncio.ensure_future(self.cancelled.wait())
+        done, _ = await asyncio.wait({ask, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if ask not in done:
+            # A cancel: the client still answers the question (declined); wait for it.
+            await ask
+        stop.cancel()
+        answer = ask.result() or {}
+        await self._say(session_id, "answer: " + json.dumps(answer, sort_keys=True) + "\n")
+        if answer.get("action") != "accept":
+            return {"stopReason": "cancelled"}
         return None
 
     async def _permission(self, session_id: str, step: dict[str, Any]) -> dict[str, Any] | None:

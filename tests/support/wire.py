@@ -109,3 +109,27 @@ def answer_report(task: dict[str, Any]) -> dict[str, Any]:
     assert data, "the answer artifact has no data part"
     report: dict[str, Any] = data[-1]
     return report
+
+
+REST_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/a2a+json"}
+
+
+async def rest(
+    client: httpx.AsyncClient,
+    base_url: str,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    **kw: Any,
+) -> httpx.Response:
+    """One HTTP+JSON call under the bridge's /rest prefix."""
+    return await client.request(
+        method, f"{base_url}/rest{path}", json=body, headers=REST_HEADERS, **kw
+    )
+
+
+def error_code(reply: dict[str, Any]) -> int:
+    """The JSON-RPC error code of a reply (failing the test when it is a result)."""
+    assert "error" in reply, reply
+    code: int = reply["error"]["code"]
+    return code

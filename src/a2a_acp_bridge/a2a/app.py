@@ -1,16 +1,18 @@
 """The HTTP application: a2a-sdk's route builders mounted in our own Starlette app.
 
-    GET  /.well-known/agent-card.json   the card (Cache-Control and ETag)
-    POST /                               JSON-RPC, A2A 1.0
-    *    /rest/...                       HTTP+JSON, A2A 1.0
+    GET  /.well-known/agent-card.json   the card (Cache-Control, ETag, Last-Modified)
+    POST /                               JSON-RPC: A2A 1.0, and 0.3 method names
+    *    /rest/...                       HTTP+JSON: A2A 1.0, and 0.3 under /rest/v1
     GET  /healthz                        alive: the process answers
     GET  /readyz                         ready: a new conversation could get an adapter now
     GET  /metrics                        Prometheus text format (needs the token, if one is set)
 
 Every request passes the guard first (`guard.py`: Host allowlist, bearer token, body
-limit). The lifespan owns the bridge (its adapters and background tasks) and the SDK's
-request handler, and shuts both down in order: running tasks are cancelled first, then
-every adapter tree is stopped.
+limit), then the gate (`gate.py`: the A2A checks the SDK does not make: JSON-RPC
+Content-Type, the version query parameter, media types). The lifespan owns the bridge
+(its adapters and background tasks), push delivery and the SDK's request handler, and
+shuts them down in order: running tasks are cancelled first, queued push notifications
+get a moment to go out, then every adapter tree is stopped.
 """
 
 from __future__ import annotations
@@ -19,12 +21,17 @@ import contextlib
 import logging
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator
+from email.utils import formatdate
 
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore
+from a2a.server.context import ServerCallContext
+from a2a.server.routes import create_agent_card_routes, create_rest_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.server.tasks import InMemoryPushNotificationConfigStore
 from a2a.types.a2a_pb2 import AgentCard
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -32,8 +39,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from a2a_acp_bridge.a2a.card import build_card
+from a2a_acp_bridge.a2a.compat import Compat03Adapter
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
+from a2a_acp_bridge.a2a.gate import Gate
 from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
+from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
+from a2a_acp_bridge.a2a.push import PushDelivery, PushUrlPolicy
+from a2a_acp_bridge.a2a.store import TaskStore
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.metrics import CONTENT_TYPE
@@ -41,6 +53,8 @@ from a2a_acp_bridge.metrics import CONTENT_TYPE
 logger = logging.getLogger(__name__)
 
 CARD_CACHE_CONTROL = "public, max-age=60"
+RPC_PATH = "/"
+REST_PREFIX = "/rest"
 
 
 class ServerState:
@@ -48,6 +62,29 @@ class ServerState:
 
     def __init__(self) -> None:
         self.bound_port: int | None = None
+
+
+class CardClock:
+    """When the served card last changed (its ETag), for the Last-Modified header."""
+
+    def __init__(self) -> None:
+        self.etag: str | None = None
+        self.modified = ""
+
+    def stamp(self, etag: str | None) -> str:
+        if etag != self.etag or not self.modified:
+            self.etag = etag
+            self.modified = formatdate(time.time(), usegmt=True)
+        return self.modified
+
+
+class CallContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context, plus whether the caller reads a stream (HTTP+JSON path)."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state["rest_stream"] = request.url.path.endswith((":stream", ":subscribe"))
+        return context
 
 
 def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
@@ -61,16 +98,29 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
             agent_info=bridge.agent_info,
             name=settings.name,
             bearer=bool(settings.tokens),
+            with_v03=settings.card_v03,
         )
 
     async def card_modifier(_card: AgentCard) -> AgentCard:
         return current_card()
 
-    handler = DefaultRequestHandler(
+    push_configs = InMemoryPushNotificationConfigStore()
+    push_policy = PushUrlPolicy(allow_private=settings.push_allow_private)
+    push = PushDelivery(push_configs, push_policy)
+    handler = BridgeRequestHandler(
+        bridge=bridge,
         agent_executor=BridgeExecutor(bridge),
-        task_store=InMemoryTaskStore(use_copying=False),
+        task_store=TaskStore(),
         agent_card=current_card(),
+        push_config_store=push_configs,
+        push_sender=push,
+        push_url_validator=push_policy.accepts,
     )
+    context_builder = CallContextBuilder()
+    dispatcher = JsonRpcDispatcher(handler, context_builder=context_builder)
+    # The SDK's 0.3 adapter, with the bridge's error codes (see a2a/compat.py).
+    dispatcher.enable_v0_3_compat = True
+    dispatcher._v03_adapter = Compat03Adapter(http_handler=handler, context_builder=context_builder)
 
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -84,9 +134,20 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     async def metrics(_request: Request) -> Response:
         return Response(bridge.metrics.exposition(), media_type=CONTENT_TYPE)
 
+    (sdk_card_route,) = create_agent_card_routes(
+        current_card(), card_modifier=card_modifier, cache_control=CARD_CACHE_CONTROL
+    )
+    sdk_card = sdk_card_route.endpoint
+    clock = CardClock()
+
+    async def card(request: Request) -> Response:
+        response: Response = await sdk_card(request)
+        response.headers["Last-Modified"] = clock.stamp(response.headers.get("etag"))
+        return response
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        async with bridge:
+        async with bridge, push:
             try:
                 yield
             finally:
@@ -94,14 +155,17 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
                 await handler.aclose()
 
     routes = [
-        *create_agent_card_routes(
-            current_card(), card_modifier=card_modifier, cache_control=CARD_CACHE_CONTROL
-        ),
+        Route(AGENT_CARD_WELL_KNOWN_PATH, card, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
-        *create_jsonrpc_routes(handler, rpc_url="/"),
-        *create_rest_routes(handler, path_prefix="/rest"),
+        Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),
+        *create_rest_routes(
+            handler,
+            context_builder=context_builder,
+            enable_v0_3_compat=True,
+            path_prefix=REST_PREFIX,
+        ),
     ]
     guard = Middleware(
         Guard,
@@ -110,9 +174,11 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         max_body_bytes=settings.max_body_bytes,
         on_refusal=bridge.metrics.http_refused,
     )
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard])
+    gate = Middleware(Gate, rpc_path=RPC_PATH)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard, gate])
     app.state.bridge = bridge
     app.state.server = state
+    app.state.push = push
     return app
 
 

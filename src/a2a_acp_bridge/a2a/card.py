@@ -2,7 +2,10 @@
 
 Name and description come from the adapter's own `agentInfo` (reported at initialize) once
 an adapter has started; until then the preset's label stands in. Interfaces are built from
-the advertised URL: JSON-RPC at `/`, HTTP+JSON under `/rest`, both A2A 1.0.
+the advertised URL: JSON-RPC at `/`, HTTP+JSON under `/rest`, both A2A 1.0. Both endpoints
+also serve A2A 0.3 clients; declaring that in the card (`with_v03`, A2A_CARD_V03) makes the
+SDK add the 0.3 top-level fields (`url`, `preferredTransport`, `protocolVersion`), which
+the 1.0 card schema does not allow, so it is off by default.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ def build_card(
     name: str | None = None,
     supervised: bool = True,
     bearer: bool = False,
+    with_v03: bool = False,
 ) -> AgentCard:
     """The card for the current state of the bridge."""
     agent = label
@@ -60,17 +64,18 @@ def build_card(
             "its own default mode."
         )
     base = base_url.rstrip("/")
+    versions = ("1.0", "0.3") if with_v03 else ("1.0",)
+    interfaces = [
+        AgentInterface(url=url, protocol_binding=binding, protocol_version=version)
+        for version in versions
+        for url, binding in ((f"{base}/", "JSONRPC"), (f"{base}/rest", "HTTP+JSON"))
+    ]
     card = AgentCard(
         name=name or f"{agent} (via ACP)",
         description=description,
-        supported_interfaces=[
-            AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version="1.0"),
-            AgentInterface(
-                url=f"{base}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"
-            ),
-        ],
+        supported_interfaces=interfaces,
         version=__version__,
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=INPUT_MODES,
         default_output_modes=OUTPUT_MODES,
         skills=[

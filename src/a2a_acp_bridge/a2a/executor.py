@@ -1,26 +1,42 @@
-"""The AgentExecutor: one A2A task is one ACP turn.
+"""The AgentExecutor: one A2A task is one ACP turn (or, after a question, one more).
 
-`execute` publishes the task first (with the caller's message in its history), waits for
-the conversation's turn on the bridge, and streams what the agent does: answer text as
-chunks of one `answer` artifact, thinking, tool calls, plans and refusals as WORKING
-status messages, completed file edits in a `changes` artifact. The last chunk of the
-answer artifact carries a data part with the stop reason, usage, tool calls and every
-refusal; then the terminal status.
+`execute` publishes the task first (with the caller's message in its history), registers
+the turn with the bridge and starts it in the bridge's task group (`TaskRun.drive`), then
+waits until the turn either ends or asks the caller something. What the agent does is
+streamed as it happens: answer text as chunks of one `answer` artifact, files and data
+the agent returns as parts of their own in it; thinking, tool calls, plans and refusals
+as WORKING status messages; completed file edits in a `changes` artifact. The last chunk
+of the answer artifact carries a data part with the stop reason, usage, tool calls and
+every refusal; then the terminal status.
 
-`cancel` asks the bridge to cancel (session/cancel on a running turn, nothing sent for a
-queued one) and waits, bounded, for `execute` to publish CANCELED itself, so streaming
-subscribers see the terminal state.
+A question from the agent (ACP elicitation) puts the task in INPUT_REQUIRED with the
+question and its form (a JSON Schema in a data part) and returns; the turn keeps waiting.
+The caller's next message on that task is the answer (a2a/input.py `reply_from_message`);
+an answer that does not fit the form restates the question.
+
+A blocking SendMessage without push notifications may be answered with a Message instead
+of a task: when the agent marks its prompt response `_meta.a2a.reply = "message"` and its
+turn, within `DIRECT_REPLY_WINDOW_S`, produced nothing but answer text and ended
+`end_turn`. Until then nothing is published; after the window (or at the first thing that
+is not answer text) the task is published as usual, with the text held so far as one chunk.
+
+`cancel` asks the bridge to cancel (session/cancel on a running turn, a decline to a
+pending question, nothing sent for a queued one) and waits, bounded, for the turn to
+publish CANCELED itself, so streaming subscribers see the terminal state.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+import anyio
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -37,29 +53,37 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError
 
-from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message
+from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message, reply_from_message
+from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
 from a2a_acp_bridge.acp.prompt import UnsupportedInputError
-from a2a_acp_bridge.bridge import Bridge, TurnCancelled
+from a2a_acp_bridge.bridge import Bridge, TaskTicket, TurnCancelled
 from a2a_acp_bridge.errors import AdapterError, CapacityError
-from a2a_acp_bridge.events import TurnEvent
+from a2a_acp_bridge.events import FileChunk, QuestionAsked, TurnEvent
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.progress import (
     HOLD_S,
+    AnswerFile,
     AnswerText,
     ChangeMade,
     FinalState,
     Output,
+    Question,
     StatusText,
     TurnProgress,
 )
+from a2a_acp_bridge.prompt import PromptPart
 
 logger = logging.getLogger(__name__)
 
-ANSWER_ARTIFACT = "answer"
 CHANGES_ARTIFACT = "changes"
 # How long CancelTask waits for the turn to end and publish CANCELED itself; the bridge
 # gives the agent CANCEL_GRACE_S and then stops it, so this is a backstop.
 CANCEL_WAIT_S = 15.0
+# How long a blocking SendMessage holds its task back in case the agent answers with a
+# direct message; longer turns are published as tasks.
+DIRECT_REPLY_WINDOW_S = 5.0
+STREAMING_METHODS = frozenset({"SendStreamingMessage", "message/stream"})
+SCHEMA_MEDIA_TYPE = "application/schema+json"
 
 _STATES = {
     FinalState.COMPLETED: TaskState.TASK_STATE_COMPLETED,
@@ -73,8 +97,36 @@ _STATES = {
 _FINAL_STATES = {*_STATES.values(), TaskState.TASK_STATE_INPUT_REQUIRED}
 
 
+def file_part(file: FileChunk) -> Part:
+    """An answer file as an A2A part: a URL, raw bytes, or data for a JSON resource."""
+    if file.text is not None and file.media_type == "application/json":
+        try:
+            value = json.loads(file.text)
+        except ValueError:
+            value = None
+        if value is not None:
+            part = new_data_part(value, media_type="application/json")
+            if file.name:
+                part.filename = file.name
+            return part
+    if file.uri is not None:
+        part = Part(url=file.uri)
+    elif file.data is not None:
+        part = Part(raw=file.data)
+    else:
+        part = Part(raw=(file.text or "").encode("utf-8"))
+    if file.media_type:
+        part.media_type = file.media_type
+    if file.name:
+        part.filename = file.name
+    return part
+
+
 class TaskPublisher:
-    """Builds and enqueues the A2A events of one task."""
+    """Builds and enqueues the A2A events of one task.
+
+    The task object itself goes out just before the first event (`release`); while a
+    direct reply is possible, answer text is held instead of published."""
 
     def __init__(
         self,
@@ -82,6 +134,9 @@ class TaskPublisher:
         task_id: str,
         context_id: str,
         root: Callable[[], Path | None] = lambda: None,
+        *,
+        task: Task | None = None,
+        defer: bool = False,
     ) -> None:
         self.queue = queue
         self.root = root
@@ -95,34 +150,86 @@ class TaskPublisher:
         self.final_state: str | None = None
         self.final_message: str | None = None
         self.report: dict[str, object] = {}
+        self._task = task
+        self.deferring = defer and task is not None
+        self._held: list[str] = []
+        self._lock = anyio.Lock()
 
-    def _message(self, text: str) -> Message:
+    def _message(self, parts: Sequence[Part]) -> Message:
         return Message(
             message_id=uuid.uuid4().hex,
             context_id=self.context_id,
             task_id=self.task_id,
             role=Role.ROLE_AGENT,
-            parts=[Part(text=text)],
+            parts=parts,
         )
 
-    async def status(self, state: int, text: str | None = None) -> None:
+    async def _emit(self, event: Any) -> None:
+        if self._task is not None:
+            task, self._task = self._task, None
+            await self.queue.enqueue_event(task)
+        await self.queue.enqueue_event(event)
+
+    async def release(self) -> None:
+        """Stop holding back: publish the task, WORKING and the text held so far."""
+        async with self._lock:
+            await self._release()
+
+    async def _release(self) -> None:
+        if not self.deferring:
+            return
+        self.deferring = False
+        await self._status(TaskState.TASK_STATE_WORKING)
+        if self._held:
+            text = "".join(self._held)
+            self._held.clear()
+            await self._answer([Part(text=text)])
+
+    async def reply_directly(self) -> bool:
+        """Answer with one Message holding the text, if nothing else was published."""
+        async with self._lock:
+            if not self.deferring or not self._held:
+                return False
+            self.deferring = False
+            self._task = None
+            self.final_state = "message"
+            message = self._message([Part(text="".join(self._held))])
+            message.ClearField("task_id")
+            self._held.clear()
+            await self.queue.enqueue_event(message)
+            return True
+
+    async def status(self, state: int, text: str | None = None, extra: Sequence[Part] = ()) -> None:
+        async with self._lock:
+            await self._release()
+            await self._status(state, text, extra)
+
+    async def _status(
+        self, state: int, text: str | None = None, extra: Sequence[Part] = ()
+    ) -> None:
         if state in _FINAL_STATES:
             self.final_state = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             self.final_message = text
         status = TaskStatus(state=state)  # type: ignore[arg-type]
         status.timestamp.GetCurrentTime()
-        if text:
-            status.message.CopyFrom(self._message(text))
-        await self.queue.enqueue_event(
+        if text or extra:
+            parts = [Part(text=text)] if text else []
+            status.message.CopyFrom(self._message([*parts, *extra]))
+        await self._emit(
             TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status)
         )
 
     async def answer(self, parts: Sequence[Part], *, last: bool = False) -> None:
+        async with self._lock:
+            await self._release()
+            await self._answer(parts, last=last)
+
+    async def _answer(self, parts: Sequence[Part], *, last: bool = False) -> None:
         artifact = Artifact(artifact_id=ANSWER_ARTIFACT, parts=parts)
         if not self.answer_started:
             artifact.name = "answer"
             artifact.description = "The agent's answer; the last chunk carries the turn's report"
-        await self.queue.enqueue_event(
+        await self._emit(
             TaskArtifactUpdateEvent(
                 task_id=self.task_id,
                 context_id=self.context_id,
@@ -133,7 +240,7 @@ class TaskPublisher:
         )
         self.answer_started = True
 
-    async def change(self, change: ChangeMade) -> None:
+    async def _change(self, change: ChangeMade) -> None:
         diff = change.diff
         shown = _display_path(diff.path, self.root())
         before = (diff.old_text or "").splitlines(keepends=True)
@@ -153,7 +260,7 @@ class TaskPublisher:
         if not self.changes_started:
             artifact.name = "changes"
             artifact.description = "File edits the agent completed, as unified diffs"
-        await self.queue.enqueue_event(
+        await self._emit(
             TaskArtifactUpdateEvent(
                 task_id=self.task_id,
                 context_id=self.context_id,
@@ -164,98 +271,108 @@ class TaskPublisher:
         self.changes_started = True
 
     async def publish(self, outputs: Sequence[Output]) -> None:
-        for output in outputs:
-            kind = type(output)
-            if kind is AnswerText:
-                assert isinstance(output, AnswerText)
-                await self.answer([Part(text=output.text)])
-            elif kind is StatusText:
-                assert isinstance(output, StatusText)
-                await self.status(TaskState.TASK_STATE_WORKING, output.text)
-            elif kind is ChangeMade:
-                assert isinstance(output, ChangeMade)
-                await self.change(output)
+        async with self._lock:
+            for output in outputs:
+                kind = type(output)
+                if kind is AnswerText:
+                    assert isinstance(output, AnswerText)
+                    if self.deferring:
+                        self._held.append(output.text)
+                        continue
+                    await self._answer([Part(text=output.text)])
+                    continue
+                await self._release()
+                if kind is StatusText:
+                    assert isinstance(output, StatusText)
+                    await self._status(TaskState.TASK_STATE_WORKING, output.text)
+                elif kind is ChangeMade:
+                    assert isinstance(output, ChangeMade)
+                    await self._change(output)
+                elif kind is AnswerFile:
+                    assert isinstance(output, AnswerFile)
+                    await self._answer([file_part(output.file)])
+                elif kind is Question:
+                    assert isinstance(output, Question)
+                    await self._ask(output.question)
+
+    async def _ask(self, question: QuestionAsked, problem: str | None = None) -> None:
+        text = question.message if problem is None else f"{problem}. {question.message}"
+        schema = new_data_part(dict(question.schema), media_type=SCHEMA_MEDIA_TYPE)
+        await self._status(TaskState.TASK_STATE_INPUT_REQUIRED, text, [schema])
+
+    async def ask(self, question: QuestionAsked, problem: str | None = None) -> None:
+        async with self._lock:
+            await self._release()
+            await self._ask(question, problem)
 
 
-class BridgeExecutor(AgentExecutor):
-    """Runs each A2A task as one turn of the context's ACP session."""
+class TaskRun:
+    """One task's turn on the agent. It runs in the bridge's task group, so it outlives the
+    execute() call that started it: a question pauses the request, not the turn."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self.bridge = bridge
+    def __init__(
+        self,
+        executor: BridgeExecutor,
+        publisher: TaskPublisher,
+        ticket: TaskTicket,
+        prompt: Sequence[PromptPart],
+    ) -> None:
+        self.executor = executor
+        self.bridge = executor.bridge
+        self.publisher = publisher
+        self.ticket = ticket
+        self.prompt = prompt
+        self.progress = TurnProgress()
+        self.question: QuestionAsked | None = None
+        # Set when the turn ended (terminal state published) or asks the caller.
+        self.paused = anyio.Event()
+        self.finished = anyio.Event()
 
-    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        assert context.task_id is not None
-        task_id = context.task_id
-        current = context.current_task
-        # a2a-sdk 1.3.0 invents a fresh contextId for a follow-up naming only its taskId.
-        context_id = current.context_id if current is not None else (context.context_id or "")
-        publisher = TaskPublisher(
-            event_queue, task_id, context_id, lambda: self.bridge.root_of(context_id)
-        )
+    async def on_events(self, batch: list[TurnEvent]) -> float | None:
+        publisher = self.publisher
+        if batch and publisher.first_event_at is None:
+            publisher.first_event_at = time.monotonic()
+            self.bridge.metrics.first_event(publisher.first_event_at - publisher.accepted_at)
+        outputs = self.progress.feed(batch)
+        if outputs:
+            await self.publisher.publish(outputs)
+            for output in outputs:
+                if type(output) is Question:
+                    assert isinstance(output, Question)
+                    self.question = output.question
+                    self.paused.set()
+        return HOLD_S if self.progress.holding else None
+
+    async def drive(self) -> None:
+        task_id = self.ticket.task_id
+        context_id = self.ticket.context_id
         with log_ids(task_id=task_id, context_id=context_id):
-            logger.info("task started", extra={"follow_up": current is not None})
+            await self._drive(task_id, context_id)
+
+    async def _drive(self, task_id: str, context_id: str) -> None:
+        publisher = self.publisher
+        try:
+            await self._turn(task_id, context_id, publisher)
+        except Exception:
+            logger.exception("task failed unexpectedly")
+            # Nothing may escape: this runs in the bridge's task group.
             try:
-                await self._execute(context, publisher)
-            except InvalidParamsError as exc:
-                logger.info("task refused", extra={"reason": exc.message})
-                raise
-            finally:
-                self._finished(publisher)
+                with anyio.CancelScope(shield=True):
+                    await publisher.status(
+                        TaskState.TASK_STATE_FAILED, "The bridge failed unexpectedly (see its log)."
+                    )
+            except Exception:
+                logger.exception("could not publish the failure", extra={"task_id": task_id})
+        finally:
+            self.executor.runs.pop(task_id, None)
+            self.finished.set()
+            self.paused.set()
 
-    def _finished(self, publisher: TaskPublisher) -> None:
-        """One log line and the metrics for a task that reached its final state."""
-        state = publisher.final_state
-        if state is None:
-            return
-        duration = time.monotonic() - publisher.accepted_at
-        self.bridge.metrics.task_finished(state, duration)
-        fields: dict[str, object] = {"state": state, "duration_s": round(duration, 3)}
-        fields.update(publisher.report)
-        if state != "completed" and publisher.final_message:
-            fields["reason"] = publisher.final_message
-        logger.info("task finished", extra=fields)
-
-    async def _execute(self, context: RequestContext, publisher: TaskPublisher) -> None:
-        message = context.message
-        assert message is not None
-        task_id, context_id = publisher.task_id, publisher.context_id
-        event_queue = publisher.queue
-        current = context.current_task
+    async def _turn(self, task_id: str, context_id: str, publisher: TaskPublisher) -> None:
+        ticket = self.ticket
+        progress = self.progress
         try:
-            prompt = prompt_from_message(message)
-        except InputProblem as problem:
-            raise InvalidParamsError(message=str(problem)) from None
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("task prompt", extra={"prompt": [str(part) for part in prompt]})
-        # Registered before the task is visible, so a CancelTask always finds it.
-        ticket = (
-            self.bridge.ticket(task_id, context_id, message.message_id or None) if prompt else None
-        )
-        if current is None:
-            task = Task(id=task_id, context_id=context_id, history=[message])
-            task.status.state = TaskState.TASK_STATE_SUBMITTED
-            task.status.timestamp.GetCurrentTime()
-            await event_queue.enqueue_event(task)
-        if ticket is None:
-            await publisher.status(
-                TaskState.TASK_STATE_INPUT_REQUIRED,
-                "Nothing in this message can be given to the agent: send the task as text, "
-                "in this same task.",
-            )
-            return
-        await publisher.status(TaskState.TASK_STATE_WORKING)
-        progress = TurnProgress()
-        metrics = self.bridge.metrics
-
-        async def on_events(batch: list[TurnEvent]) -> float | None:
-            if batch and publisher.first_event_at is None:
-                publisher.first_event_at = time.monotonic()
-                metrics.first_event(publisher.first_event_at - publisher.accepted_at)
-            await publisher.publish(progress.feed(batch))
-            return HOLD_S if progress.holding else None
-
-        try:
-            outcome = await self.bridge.run_turn(ticket, prompt, on_events)
+            outcome = await self.bridge.run_turn(ticket, self.prompt, self.on_events)
         except TurnCancelled:
             await publisher.publish(progress.finish())
             await publisher.status(TaskState.TASK_STATE_CANCELED, ticket.cancel_reason)
@@ -274,18 +391,9 @@ class BridgeExecutor(AgentExecutor):
             else:
                 await publisher.status(TaskState.TASK_STATE_FAILED, str(exc))
             return
-        except Exception:
-            logger.exception("task failed unexpectedly")
-            await publisher.publish(progress.finish())
-            await publisher.status(
-                TaskState.TASK_STATE_FAILED, "The bridge failed unexpectedly (see its log)."
-            )
-            return
         await publisher.publish(progress.finish())
         end = outcome.end
         session_id = ticket.session_id or ""
-        data = progress.summary(end, session_id=session_id)
-        await publisher.answer([new_data_part(data, media_type="application/json")], last=True)
         cancelled = ticket.cancel_requested or outcome.cancelled_by_bridge
         result = progress.outcome(
             end,
@@ -297,19 +405,174 @@ class BridgeExecutor(AgentExecutor):
             "stop_reason": end.stop_reason,
             "refusals": len(progress.refusals),
         }
+        a2a_meta = end.meta.get("a2a")
+        wants_message = isinstance(a2a_meta, dict) and a2a_meta.get("reply") == "message"
+        if (
+            wants_message
+            and result.state is FinalState.COMPLETED
+            and result.message is None
+            and await publisher.reply_directly()
+        ):
+            return
+        data = progress.summary(end, session_id=session_id)
+        await publisher.answer([new_data_part(data, media_type="application/json")], last=True)
         await publisher.status(_STATES[result.state], result.message)
+
+
+class BridgeExecutor(AgentExecutor):
+    """Runs each A2A task as one turn of the context's ACP session."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+        self.runs: dict[str, TaskRun] = {}
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None
+        task_id = context.task_id
+        current = context.current_task
+        # a2a-sdk 1.3.0 invents a fresh contextId for a follow-up naming only its taskId.
+        context_id = current.context_id if current is not None else (context.context_id or "")
+        with log_ids(task_id=task_id, context_id=context_id):
+            logger.info("task started", extra={"follow_up": current is not None})
+            # The publisher, once there is one: the finally below runs also when the SDK
+            # cancels this call (CancelTask) after the turn published CANCELED.
+            found: list[TaskPublisher] = []
+            try:
+                await self._execute(context, event_queue, task_id, context_id, found)
+            except InvalidParamsError as exc:
+                logger.info("task refused", extra={"reason": exc.message})
+                raise
+            finally:
+                if found:
+                    self._finished(found[0])
+
+    def _finished(self, publisher: TaskPublisher) -> None:
+        """One log line and the metrics for a task that reached a final (or interrupted)
+        state; a question answered later counts again when the task ends."""
+        if publisher.final_state is None:
+            return
+        state, publisher.final_state = publisher.final_state, None
+        duration = time.monotonic() - publisher.accepted_at
+        self.bridge.metrics.task_finished(state, duration)
+        fields: dict[str, object] = {"state": state, "duration_s": round(duration, 3)}
+        fields.update(publisher.report)
+        if state not in ("completed", "message") and publisher.final_message:
+            fields["reason"] = publisher.final_message
+        logger.info("task finished", extra=fields)
+
+    async def _execute(
+        self,
+        context: RequestContext,
+        event_queue: EventQueue,
+        task_id: str,
+        context_id: str,
+        found: list[TaskPublisher],
+    ) -> None:
+        message = context.message
+        assert message is not None
+        current = context.current_task
+        ids = {"taskId": task_id, "contextId": context_id, "messageId": message.message_id}
+
+        run = self.runs.get(task_id)
+        if run is not None and run.question is not None:
+            found.append(run.publisher)
+            await self._answer(run, message, event_queue, ids)
+            return
+
+        try:
+            prompt = prompt_from_message(message)
+        except InputProblem as problem:
+            raise InvalidParamsError(message=str(problem)) from None
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("task prompt", extra={"prompt": [str(part) for part in prompt]})
+        task = None
+        if current is None:
+            task = Task(id=task_id, context_id=context_id, history=[message])
+            task.status.state = TaskState.TASK_STATE_SUBMITTED
+            task.status.timestamp.GetCurrentTime()
+        publisher = TaskPublisher(
+            event_queue,
+            task_id,
+            context_id,
+            lambda: self.bridge.root_of(context_id),
+            task=task,
+            defer=bool(prompt) and _may_reply_directly(context),
+        )
+        found.append(publisher)
+        if not prompt:
+            await publisher.status(
+                TaskState.TASK_STATE_INPUT_REQUIRED,
+                "Nothing in this message can be given to the agent: send the task as text, "
+                "in this same task.",
+            )
+            return
+        # Registered before the task is visible, so a CancelTask always finds it.
+        ticket = self.bridge.ticket(task_id, context_id, message.message_id or None)
+        run = TaskRun(self, publisher, ticket, prompt)
+        self.runs[task_id] = run
+        if not publisher.deferring:
+            await publisher.status(TaskState.TASK_STATE_WORKING)
+        self.bridge.spawn(run.drive)
+        if publisher.deferring:
+            with anyio.move_on_after(DIRECT_REPLY_WINDOW_S):
+                await run.paused.wait()
+            if not run.paused.is_set():
+                await publisher.release()
+        await run.paused.wait()
+
+    async def _answer(
+        self, run: TaskRun, message: Message, queue: EventQueue, ids: dict[str, str]
+    ) -> None:
+        """The caller's message answers the agent's pending question."""
+        question = run.question
+        assert question is not None
+        run.publisher.queue = queue
+        reply = reply_from_message(message, question, ids)
+        if isinstance(reply, str):
+            await run.publisher.ask(question, reply[:1].upper() + reply[1:])
+            return
+        run.question = None
+        run.paused = anyio.Event()
+        # The status update is what puts the caller's message into the task's history.
+        await run.publisher.status(TaskState.TASK_STATE_WORKING)
+        if not self.bridge.answer_question(run.ticket.task_id, question.question_id, reply):
+            logger.warning(
+                "answer for a question no longer pending",
+                extra={"task_id": run.ticket.task_id},
+            )
+        await run.paused.wait()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id
         if task_id is None:
             return
+        run = self.runs.get(task_id)
+        if run is not None:
+            run.publisher.queue = event_queue
         known = await self.bridge.cancel(task_id)
-        if known and await self.bridge.wait_done(task_id, CANCEL_WAIT_S):
+        if run is not None:
+            with anyio.move_on_after(CANCEL_WAIT_S):
+                await run.finished.wait()
+            if run.finished.is_set():
+                return
+        elif known and await self.bridge.wait_done(task_id, CANCEL_WAIT_S):
             return
         current = context.current_task
         context_id = current.context_id if current is not None else (context.context_id or "")
         publisher = TaskPublisher(event_queue, task_id, context_id)
         await publisher.status(TaskState.TASK_STATE_CANCELED, "Cancelled at the caller's request.")
+
+
+def _may_reply_directly(context: RequestContext) -> bool:
+    """Only a caller that blocks for the result, with no webhook, can get a Message."""
+    config = context.configuration
+    if config is not None and (
+        config.return_immediately or config.HasField("task_push_notification_config")
+    ):
+        return False
+    call = context.call_context
+    state = call.state if call is not None else {}
+    return state.get("method") not in STREAMING_METHODS and not state.get("rest_stream", False)
 
 
 def _display_path(path: str, root: Path | None) -> str:

@@ -174,17 +174,17 @@ class Guard:
             message = await receive()
             if message["type"] != "http.request":
                 # The client went away: hand the app what came, then the disconnect.
-                return _replay(chunks, message), None
+                return _replay(chunks, message, receive), None
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_body_bytes:
                 return receive, self._too_large()
             chunks.append(body)
             if not message.get("more_body", False):
-                return _replay(chunks, None), None
+                return _replay(chunks, None, receive), None
 
 
-def _replay(chunks: list[bytes], last: Message | None) -> Receive:
+def _replay(chunks: list[bytes], last: Message | None, server: Receive) -> Receive:
     pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks)}]
     if last is not None:
         pending.append(last)
@@ -192,7 +192,10 @@ def _replay(chunks: list[bytes], last: Message | None) -> Receive:
     async def receive() -> Message:
         if pending:
             return pending.pop(0)
-        return {"type": "http.disconnect"}
+        if last is not None:
+            return {"type": "http.disconnect"}
+        # Still connected: a streaming answer (SSE) learns of the disconnect from the server.
+        return await server()
 
     return receive
 

@@ -4,14 +4,21 @@ Text parts become text; a file sent inline (`raw`) or by reference (`url`) and s
 data (`data`) become the matching prompt part, which the ACP side turns into content the
 agent accepts. Nothing is dropped silently: a part the bridge cannot carry, or one over the
 budget, is an InvalidParams error that names it.
+
+When the task waits for the answer to the agent's question, the caller's next message is
+that answer instead (`reply_from_message`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from a2a.types.a2a_pb2 import Message
 from google.protobuf.json_format import MessageToDict
 
 from a2a_acp_bridge.errors import BridgeError
+from a2a_acp_bridge.events import QuestionAsked, QuestionReply
 from a2a_acp_bridge.prompt import BlobPart, DataPart, LinkPart, PromptPart, TextPart
 
 # Budgets for one message: an inline file, all inline files together, all text together.
@@ -67,3 +74,73 @@ def prompt_from_message(message: Message) -> list[PromptPart]:
             f"the text of this message is {text_chars} characters; the limit is {MAX_TEXT_CHARS}"
         )
     return parts
+
+
+_YES = {"yes", "y", "true", "ok", "okay", "sure", "1"}
+_NO = {"no", "n", "false", "0"}
+
+
+def reply_from_message(
+    message: Message, question: QuestionAsked, meta: Mapping[str, Any]
+) -> QuestionReply | str:
+    """The caller's message as the answer to the agent's question, or why it is not one.
+
+    A data part (a JSON object) is the form's content. Text answers a form of one field
+    (string, number, integer or yes/no boolean); a form without fields is accepted as it
+    is, with the text in `_meta.a2a.text`. A file cannot answer a form; a form of several
+    fields needs a data part; required fields must be there."""
+    content: dict[str, Any] = {}
+    texts: list[str] = []
+    for part in message.parts:
+        which = part.WhichOneof("content")
+        if which == "data":
+            value = MessageToDict(part.data)
+            if not isinstance(value, dict):
+                return "a data part that answers a question must be a JSON object"
+            content.update(value)
+        elif which == "text":
+            if part.text.strip():
+                texts.append(part.text)
+        else:
+            return "a file cannot answer the agent's question: reply with text or a data part"
+    text = "\n".join(texts).strip()
+    properties = question.schema.get("properties") or {}
+    required = list(question.schema.get("required") or [])
+    a2a_meta = dict(meta)
+    if not content and text:
+        if not properties:
+            a2a_meta["text"] = text
+            return QuestionReply("accept", None, {"a2a": a2a_meta})
+        if len(properties) != 1:
+            names = ", ".join(sorted(properties))
+            return f"the question has several fields ({names}): answer with a data part"
+        ((name, spec),) = properties.items()
+        value = _typed(text, spec if isinstance(spec, Mapping) else {})
+        if value is None:
+            kind = spec.get("type", "value") if isinstance(spec, Mapping) else "value"
+            return f"{text!r} is not a valid {kind} for the field {name!r}"
+        content = {name: value}
+    elif text:
+        a2a_meta["text"] = text
+    if not content and not text:
+        return "the message holds no answer: reply with text or a data part"
+    missing = [name for name in required if name not in content]
+    if missing:
+        return "the answer lacks the required field(s) " + ", ".join(missing)
+    return QuestionReply("accept", content or None, {"a2a": a2a_meta})
+
+
+def _typed(text: str, spec: Mapping[str, Any]) -> Any:
+    kind = spec.get("type", "string")
+    if kind == "string":
+        return text
+    if kind == "boolean":
+        lowered = text.lower()
+        return True if lowered in _YES else False if lowered in _NO else None
+    if kind in ("number", "integer"):
+        try:
+            number = float(text) if kind == "number" else int(text)
+        except ValueError:
+            return None
+        return number
+    return None

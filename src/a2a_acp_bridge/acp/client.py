@@ -10,6 +10,10 @@ keyword arguments named exactly as the SDK expects.
 - `request_permission` is answered by the classifier (`permissions.decide` and
   `permissions.answer`), never by the A2A caller; every decision is logged and travels to
   the task as a `PermissionSeen` event.
+- `create_elicitation` (ACP `elicitation/create`, form mode) is a question for the
+  agent's user: it becomes a `QuestionAsked` event (the task goes INPUT_REQUIRED) and
+  waits, bounded, for `SessionState.answer`; a cancelled turn, or no answer in time,
+  declines it. A permission request never takes this path.
 - fs and terminal methods are not advertised, so adapters use their own tools, each of
   which is gated by a permission request; the handlers here answer "method not found".
 """
@@ -17,24 +21,38 @@ keyword arguments named exactly as the SDK expects.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import unquote
 
 from acp import RequestError
 from acp.schema import (
+    AcceptElicitationResponse,
     AgentMessageChunk,
     AgentPlanUpdate,
     AgentThoughtChunk,
     AllowedOutcome,
+    AudioContentBlock,
+    BlobResourceContents,
+    CancelElicitationResponse,
     ConfigOptionUpdate,
     CurrentModeUpdate,
+    DeclineElicitationResponse,
     DeniedOutcome,
+    ElicitationFormRequestMode,
+    ElicitationFormSessionMode,
+    EmbeddedResourceContentBlock,
     FileEditToolCallContent,
+    ImageContentBlock,
     RequestPermissionResponse,
+    ResourceContentBlock,
     SessionNotification,
     TextContentBlock,
     ToolCallProgress,
@@ -50,11 +68,15 @@ from pydantic import ValidationError
 from a2a_acp_bridge.adapters import refusal_effect
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.events import (
+    FileChunk,
     FileDiff,
     ModeSeen,
+    Notice,
     PermissionSeen,
     PlanEntry,
     PlanSeen,
+    QuestionAsked,
+    QuestionReply,
     TextChunk,
     ToolCallSeen,
     TurnEvent,
@@ -79,6 +101,8 @@ logger = logging.getLogger(__name__)
 # Tool calls remembered per session for requests that omit kind or locations
 # (claude-code-acp 0.16 sends neither in the permission request).
 TOOL_CALL_MEMORY = 512
+# How long a question may wait for the caller's answer unless the session says otherwise.
+QUESTION_TIMEOUT_S = 3600.0
 
 
 class EventSink:
@@ -132,6 +156,22 @@ class SessionState:
     tool_calls: dict[str, ToolCallSeen] = field(default_factory=dict)
     last_usage: dict[str, Any] = field(default_factory=dict)
     mode_listeners: list[Callable[[str], None]] = field(default_factory=list)
+    questions: dict[str, asyncio.Future[QuestionReply]] = field(default_factory=dict)
+    question_timeout_s: float = QUESTION_TIMEOUT_S
+
+    def answer(self, question_id: str, reply: QuestionReply) -> bool:
+        """Hand the caller's answer to a pending question; False if it is not pending."""
+        future = self.questions.get(question_id)
+        if future is None or future.done():
+            return False
+        future.set_result(reply)
+        return True
+
+    def decline_questions(self) -> None:
+        """Every pending question is declined (the turn is being cancelled)."""
+        for future in self.questions.values():
+            if not future.done():
+                future.set_result(QuestionReply("decline"))
 
     def remember(self, seen: ToolCallSeen) -> ToolCallSeen:
         """Merge a tool call into what is known of it (a repeated tool_call updates it)."""
@@ -221,7 +261,11 @@ class BridgeClient:
         sink = state.sink
         kind = type(update)
         if kind is AgentMessageChunk:
-            sink.put(TextChunk("answer", _content_text(update.content)))
+            content = update.content
+            if type(content) is TextContentBlock:
+                sink.put(TextChunk("answer", str(content.text)))
+            else:
+                sink.put(_file_chunk(content))
         elif kind is AgentThoughtChunk:
             sink.put(TextChunk("thought", _content_text(update.content)))
         elif kind is ToolCallStart or kind is ToolCallProgress:
@@ -368,6 +412,62 @@ class BridgeClient:
             options=tuple(offered),
         )
 
+    # --- elicitation/create ---------------------------------------------------------------
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        if isinstance(mode, ElicitationFormSessionMode):
+            state = self.sessions.get(mode.session_id)
+        elif isinstance(mode, ElicitationFormRequestMode) and len(self.sessions) == 1:
+            state = next(iter(self.sessions.values()))
+        else:
+            # URL mode is not advertised: the bridge cannot open a page for anyone.
+            logger.warning(
+                "elicitation declined: not a form for a known session",
+                extra={"agent": self.label, "mode": type(mode).__name__},
+            )
+            return DeclineElicitationResponse(action="decline")
+        if state is None or state.cancelling:
+            return DeclineElicitationResponse(action="decline")
+        schema = mode.requested_schema.model_dump(by_alias=True, exclude_none=True, mode="json")
+        question_id = uuid.uuid4().hex
+        future: asyncio.Future[QuestionReply] = asyncio.get_running_loop().create_future()
+        state.questions[question_id] = future
+        state.sink.put(
+            QuestionAsked(
+                question_id=question_id,
+                message=message,
+                schema=schema,
+                tool_call_id=getattr(mode, "tool_call_id", None),
+            )
+        )
+        logger.info(
+            "agent asks the caller a question",
+            extra={"task_id": state.task_id, "context_id": state.context_id, "agent": self.label},
+        )
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(future), state.question_timeout_s)
+        except TimeoutError:
+            reply = QuestionReply("decline")
+            state.sink.put(
+                Notice(
+                    f"No answer came within {state.question_timeout_s:g} s: the bridge "
+                    "declined the question for the caller."
+                )
+            )
+        finally:
+            state.questions.pop(question_id, None)
+            state.sink.touch()
+        meta = dict(reply.meta) if reply.meta else None
+        if reply.action == "accept":
+            return AcceptElicitationResponse(
+                action="accept",
+                content=dict(reply.content) if reply.content is not None else None,
+                field_meta=meta,
+            )
+        if reply.action == "cancel":
+            return CancelElicitationResponse(action="cancel", field_meta=meta)
+        return DeclineElicitationResponse(action="decline", field_meta=meta)
+
     # --- methods the bridge does not serve ---------------------------------------------
 
     async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
@@ -419,6 +519,38 @@ def _content_text(content: Any) -> str:
         return str(content.text)
     kind = getattr(content, "type", "content")
     return f"<{kind}>"
+
+
+def _file_chunk(content: Any) -> FileChunk:
+    """Non-text answer content as a FileChunk (the A2A side makes it a file or data part)."""
+    kind = type(content)
+    if kind is ResourceContentBlock:
+        return FileChunk(name=content.name, media_type=content.mime_type, uri=content.uri)
+    if kind is EmbeddedResourceContentBlock:
+        resource = content.resource
+        name = _name_from_uri(resource.uri)
+        if isinstance(resource, BlobResourceContents):
+            return FileChunk(name, resource.mime_type, data=_decoded(resource.blob))
+        return FileChunk(name, resource.mime_type, text=resource.text)
+    if kind is ImageContentBlock or kind is AudioContentBlock:
+        return FileChunk(
+            _name_from_uri(getattr(content, "uri", None) or ""),
+            content.mime_type,
+            data=_decoded(content.data),
+        )
+    return FileChunk(None, "text/plain", text=_content_text(content))
+
+
+def _name_from_uri(uri: str) -> str | None:
+    tail = uri.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    return unquote(tail) or None
+
+
+def _decoded(data: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return data.encode("utf-8")
 
 
 def _tool_call_seen(

@@ -59,36 +59,58 @@ def to_content_blocks(parts: Sequence[PromptPart], caps: PromptCapabilities) -> 
     return blocks
 
 
-def _blob_block(part: BlobPart, caps: PromptCapabilities) -> Any:
-    encoded = base64.b64encode(part.data).decode("ascii")
+def check_acceptable(parts: Sequence[PromptPart], caps: PromptCapabilities) -> None:
+    """Raise UnsupportedInputError for the first part this agent cannot be given."""
+    for part in parts:
+        if isinstance(part, BlobPart):
+            _blob_form(part, caps)
+
+
+def _text_of(part: BlobPart) -> str | None:
+    try:
+        return part.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _blob_form(part: BlobPart, caps: PromptCapabilities) -> str:
+    """How an inline file reaches this agent: image, audio, resource-text, resource or text."""
     media = part.media_type or "application/octet-stream"
-    name = part.name or "attachment"
     if media.startswith("image/") and caps.image:
-        return ImageContentBlock(type="image", data=encoded, mime_type=media)
+        return "image"
     if media.startswith("audio/") and caps.audio:
-        return AudioContentBlock(type="audio", data=encoded, mime_type=media)
+        return "audio"
+    textual = media.startswith("text/") or media in ("application/json", "application/xml")
     if caps.embedded_context:
-        uri = f"attachment:///{name}"
-        if media.startswith("text/") or media in ("application/json", "application/xml"):
-            try:
-                text = part.data.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            if text is not None:
-                return EmbeddedResourceContentBlock(
-                    type="resource",
-                    resource=TextResourceContents(uri=uri, text=text, mime_type=media),
-                )
-        return EmbeddedResourceContentBlock(
-            type="resource",
-            resource=BlobResourceContents(uri=uri, blob=encoded, mime_type=media),
-        )
-    if media.startswith("text/"):
-        try:
-            return TextContentBlock(type="text", text=f"[{name}]\n{part.data.decode('utf-8')}")
-        except UnicodeDecodeError:
-            pass
+        return "resource-text" if textual and _text_of(part) is not None else "resource"
+    if media.startswith("text/") and _text_of(part) is not None:
+        return "text"
+    name = part.name or "attachment"
     raise UnsupportedInputError(
         f"the file {name!r} ({media}) cannot be given to this agent: it accepts no "
         + ("images" if media.startswith("image/") else "embedded files")
+    )
+
+
+def _blob_block(part: BlobPart, caps: PromptCapabilities) -> Any:
+    form = _blob_form(part, caps)
+    media = part.media_type or "application/octet-stream"
+    name = part.name or "attachment"
+    if form == "text":
+        return TextContentBlock(type="text", text=f"[{name}]\n{_text_of(part)}")
+    if form == "resource-text":
+        return EmbeddedResourceContentBlock(
+            type="resource",
+            resource=TextResourceContents(
+                uri=f"attachment:///{name}", text=_text_of(part) or "", mime_type=media
+            ),
+        )
+    encoded = base64.b64encode(part.data).decode("ascii")
+    if form == "image":
+        return ImageContentBlock(type="image", data=encoded, mime_type=media)
+    if form == "audio":
+        return AudioContentBlock(type="audio", data=encoded, mime_type=media)
+    return EmbeddedResourceContentBlock(
+        type="resource",
+        resource=BlobResourceContents(uri=f"attachment:///{name}", blob=encoded, mime_type=media),
     )

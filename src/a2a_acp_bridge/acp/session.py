@@ -1,7 +1,8 @@
 """One adapter process with the one ACP session the bridge opened on it.
 
 `AgentSession.start` spawns the adapter, runs `initialize` (protocol version 1, no fs or
-terminal capability), opens the session (`session/load` of the previous one when the
+terminal capability; form elicitation, which needs the SDK's unstable switch), opens the
+session (`session/load` of the previous one when the
 agent can, else `session/new`) and puts it in its supervised mode, failing closed.
 `run_turn` prompts and streams the turn's events to a callback, bounded by a silence
 deadline that every update resets; `cancel_turn` sends `session/cancel`; `close` ends
@@ -20,7 +21,12 @@ from typing import Any
 
 import anyio
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent
-from acp.schema import ClientCapabilities, Implementation
+from acp.schema import (
+    ClientCapabilities,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    Implementation,
+)
 from pydantic import ValidationError
 
 from a2a_acp_bridge import __version__
@@ -88,6 +94,7 @@ class StartPlan:
     answerer: Answerer = answer
     # Told of every permission decision: (verdict "allow" | "deny", rule). For metrics.
     on_decision: Callable[[str, str], None] | None = None
+    question_timeout_s: float = 3600.0
 
 
 @dataclass
@@ -132,7 +139,8 @@ class AgentSession:
         process = await spawn(plan.command, cwd=plan.boundary.root, env=plan.env, label=plan.label)
         client = BridgeClient(plan.label, plan.decider, plan.answerer, on_decision=plan.on_decision)
         transport = StdioTransport(process.stdout, process.stdin, client.update_from_wire)
-        conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
+        # elicitation/create is routed only with the SDK's unstable switch (ACP 0.12.1).
+        conn = connect_to_agent(client, transport, use_unstable_protocol=True)  # type: ignore[arg-type]
         session = cls(process, client, conn, plan)
         try:
             with anyio.fail_after(plan.start_timeout_s):
@@ -169,7 +177,9 @@ class AgentSession:
     async def _handshake(self) -> None:
         init = await self.conn.initialize(
             protocol_version=PROTOCOL_VERSION,
-            client_capabilities=ClientCapabilities(),
+            client_capabilities=ClientCapabilities(
+                elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+            ),
             client_info=Implementation(name="a2a-acp-bridge", version=__version__),
         )
         if init.agent_info is not None:
@@ -198,6 +208,7 @@ class AgentSession:
         state = SessionState(
             boundary=self.plan.boundary,
             supervision=Supervision(profile=profile, supervised_mode=supervised),
+            question_timeout_s=self.plan.question_timeout_s,
         )
         self.state = state
         cwd = str(self.plan.boundary.root)
@@ -395,6 +406,10 @@ class AgentSession:
                     continue
                 if state.cancelling and cancel_deadline is None:
                     cancel_deadline = now + CANCEL_GRACE_S
+                # A question waits for the caller, not the agent: no silence limit meanwhile
+                # (the question has its own bound).
+                if state.questions:
+                    sink.last_activity = now
                 limits = [sink.last_activity + silence_s - now]
                 if hard_cap_s is not None:
                     limits.append(started + hard_cap_s - now)
@@ -443,7 +458,8 @@ class AgentSession:
                 await on_events(batch)
             usage = _usage(response.usage)
             outcome = TurnOutcome(
-                TurnEnd(response.stop_reason, usage), cancelled_by_bridge=state.cancelling
+                TurnEnd(response.stop_reason, usage, dict(response.field_meta or {})),
+                cancelled_by_bridge=state.cancelling,
             )
             if not saw_updates:
                 outcome.notes.append("no-updates")
@@ -460,6 +476,7 @@ class AgentSession:
         if state is None or self.dead:
             return
         state.cancelling = True
+        state.decline_questions()
         state.sink.wake()
         try:
             with anyio.fail_after(CONTROL_CALL_S):

@@ -1,0 +1,269 @@
+"""The gate in front of the A2A endpoints: what is checked before the SDK reads a request.
+
+An ASGI middleware behind the guard (guard.py: hosts, tokens, the body limit), in front of
+the SDK's routes (JSON-RPC at `rpc_path`, HTTP+JSON elsewhere):
+
+- A JSON-RPC request whose Content-Type is not JSON gets JSON-RPC error -32005
+  (ContentTypeNotSupportedError); an HTTP+JSON request with a body that is not JSON gets
+  HTTP 415 with the same error reason.
+- `?A2A-Version=...` in the query string stands for the header (the spec allows either).
+- An HTTP+JSON response is labelled with the JSON media type the client used: a client
+  that sent `application/json` (and did not ask for `application/a2a+json`) gets
+  `application/json` back; everyone else gets `application/a2a+json`.
+- An error from an A2A 0.3 HTTP+JSON path (`.../v1/...`) also names the error the way 0.3
+  clients read it (`{"type": "TaskNotFoundError", "message": ...}` beside the 1.0 body).
+
+A body declared as JSON is not touched. Another body is read here (the guard bounded it)
+and, when it may pass, replayed to the app; later `receive` calls go to the server, so the
+SDK's streams still see the client disconnect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+VERSION_HEADER = b"a2a-version"
+A2A_JSON = b"application/a2a+json"
+PLAIN_JSON = b"application/json"
+ERROR_DOMAIN = "a2a-protocol.org"
+CONTENT_TYPE_NOT_SUPPORTED = -32005
+# ErrorInfo reasons and the error names A2A 0.3 HTTP+JSON clients expect.
+LEGACY_ERROR_NAMES = {
+    "TASK_NOT_FOUND": "TaskNotFoundError",
+    "TASK_NOT_CANCELABLE": "TaskNotCancelableError",
+    "PUSH_NOTIFICATION_NOT_SUPPORTED": "PushNotificationNotSupportedError",
+    "UNSUPPORTED_OPERATION": "UnsupportedOperationError",
+    "CONTENT_TYPE_NOT_SUPPORTED": "ContentTypeNotSupportedError",
+    "INVALID_AGENT_RESPONSE": "InvalidAgentResponseError",
+    "INVALID_PARAMS": "InvalidParamsError",
+    "INVALID_REQUEST": "InvalidRequestError",
+    "METHOD_NOT_FOUND": "MethodNotFoundError",
+    "VERSION_NOT_SUPPORTED": "VersionNotSupportedError",
+}
+
+
+def is_json_media_type(value: bytes) -> bool:
+    """application/json, application/a2a+json or any other +json type (parameters allowed)."""
+    media = value.split(b";", 1)[0].strip().lower()
+    return media == PLAIN_JSON or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+class Gate:
+    """Checks A2A requests before the SDK's routes see them (after the guard, guard.py)."""
+
+    def __init__(self, app: ASGIApp, *, rpc_path: str) -> None:
+        self.app = app
+        self.rpc_path = rpc_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method: str = scope["method"]
+        # Every other path is HTTP+JSON (under the prefix, or its per-tenant copy) or has no
+        # body (the card, health, metrics).
+        binding = "jsonrpc" if scope["path"] == self.rpc_path else "rest"
+        headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
+        content_type = _header(headers, b"content-type")
+        _version_from_query(scope, headers)
+
+        json_typed = content_type is not None and is_json_media_type(content_type)
+        if method in ("POST", "PUT", "PATCH") and not json_typed:
+            # Only a body that is not declared JSON is read here; the guard has bounded it.
+            body = await _read_body(receive)
+            shown = content_type.decode("latin-1") if content_type else "none"
+            if binding == "jsonrpc":
+                await _reply(
+                    send,
+                    200,
+                    _jsonrpc_error(
+                        CONTENT_TYPE_NOT_SUPPORTED,
+                        f"Content-Type {shown!r} is not supported: send the JSON-RPC request "
+                        "as application/json",
+                        "CONTENT_TYPE_NOT_SUPPORTED",
+                        request_id=_request_id(body),
+                    ),
+                )
+                return
+            if body.strip():
+                await _reply(
+                    send,
+                    415,
+                    _rest_error(
+                        415,
+                        "INVALID_ARGUMENT",
+                        f"Content-Type {shown!r} is not supported: send the body as "
+                        "application/a2a+json or application/json",
+                        "CONTENT_TYPE_NOT_SUPPORTED",
+                    ),
+                )
+                return
+            receive = _replay(body, receive)
+
+        if binding == "rest":
+            send = _labelled(send, headers, content_type)
+            if "/v1/" in scope["path"]:
+                send = _legacy_errors(send)
+        await self.app(scope, receive, send)
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _version_from_query(scope: Scope, headers: list[tuple[bytes, bytes]]) -> None:
+    """Copy ?A2A-Version=x into the header the SDK reads, unless the header is there."""
+    query: bytes = scope.get("query_string", b"")
+    if b"a2a-version" not in query.lower() or _header(headers, VERSION_HEADER) is not None:
+        return
+    for key, value in parse_qsl(query.decode("latin-1")):
+        if key.lower() == "a2a-version":
+            headers.append((VERSION_HEADER, value.encode("latin-1")))
+            scope["headers"] = headers
+            return
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The whole body (its size is bounded by the guard)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away; the app will see an empty body
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _labelled(send: Send, headers: list[tuple[bytes, bytes]], content_type: bytes | None) -> Send:
+    accept = (_header(headers, b"accept") or b"").lower()
+    spoke_plain = (
+        content_type is not None
+        and content_type.split(b";", 1)[0].strip().lower() == PLAIN_JSON
+        and A2A_JSON not in accept
+    )
+    if not spoke_plain:
+        return send
+
+    async def relabel(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [
+                (key, PLAIN_JSON)
+                if key.lower() == b"content-type" and value.split(b";", 1)[0].strip() == A2A_JSON
+                else (key, value)
+                for key, value in message.get("headers", [])
+            ]
+        await send(message)
+
+    return relabel
+
+
+def _legacy_errors(send: Send) -> Send:
+    """Add the 0.3 `type` and `message` members to an HTTP+JSON error body."""
+    held: Message | None = None
+    chunks: list[bytes] = []
+
+    async def amend(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
+            held = message
+            return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(chunks)
+        try:
+            parsed = json.loads(body)
+            error = parsed["error"]
+            reason = error["details"][0]["reason"]
+            parsed.setdefault("type", LEGACY_ERROR_NAMES.get(reason, "InternalError"))
+            parsed.setdefault("message", error.get("message", ""))
+            body = json.dumps(parsed).encode()
+        except (ValueError, KeyError, IndexError, TypeError):
+            pass
+        held["headers"] = [
+            (key, str(len(body)).encode() if key.lower() == b"content-length" else value)
+            for key, value in held.get("headers", [])
+        ]
+        await send(held)
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return amend
+
+
+def _error_info(reason: str) -> dict[str, Any]:
+    return {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": ERROR_DOMAIN,
+        "metadata": {},
+    }
+
+
+def _request_id(body: bytes) -> str | int | None:
+    """The JSON-RPC id of a body that happens to be JSON, so the error can echo it."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    request_id = parsed.get("id") if isinstance(parsed, dict) else None
+    if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+        return request_id
+    return None
+
+
+def _jsonrpc_error(
+    code: int, message: str, reason: str, *, request_id: str | int | None = None
+) -> bytes:
+    error = {"code": code, "message": message, "data": [_error_info(reason)]}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+def _rest_error(status: int, status_name: str, message: str, reason: str) -> bytes:
+    error = {
+        "code": status,
+        "status": status_name,
+        "message": message,
+        "details": [_error_info(reason)],
+    }
+    return json.dumps({"error": error}).encode()
+
+
+async def _reply(send: Send, status: int, body: bytes, *, close: bool = False) -> None:
+    headers = [
+        (b"content-type", PLAIN_JSON),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

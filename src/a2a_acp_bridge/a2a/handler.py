@@ -1,0 +1,147 @@
+"""The request handler: the SDK's default handler, with the caller's input checked first.
+
+A message is turned into prompt parts before any task exists (a2a/input.py), so a part
+over its budget, or a file the agent cannot accept, is an error the caller gets at once
+(InvalidParams -32602, ContentTypeNotSupported -32005) and no half-made task is left in
+the store. A follow-up that names only its taskId is given that task's contextId before
+the SDK sees it (a2a-sdk 1.3.0 would invent a fresh one and store the message under it).
+Any exception the SDK did not turn into an A2A error is logged with its
+traceback and answered with a plain internal error: the caller never sees a traceback or
+a foreign exception's text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+)
+from a2a.utils.errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+)
+
+from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message
+from a2a_acp_bridge.acp.prompt import UnsupportedInputError, check_acceptable
+from a2a_acp_bridge.bridge import Bridge
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+INTERNAL = "Internal error (see the bridge's log)"
+
+
+class BridgeRequestHandler(DefaultRequestHandler):
+    """DefaultRequestHandler with input checks up front and no leaked exceptions."""
+
+    def __init__(self, *, bridge: Bridge, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bridge = bridge
+
+    def check_input(self, params: SendMessageRequest) -> None:
+        """Raise the A2A error for a message the agent cannot be given as it is."""
+        try:
+            parts = prompt_from_message(params.message)
+        except InputProblem as problem:
+            raise InvalidParamsError(message=str(problem)) from None
+        caps = self.bridge.prompt_capabilities
+        if caps is not None and parts:
+            try:
+                check_acceptable(parts, caps)
+            except UnsupportedInputError as exc:
+                raise ContentTypeNotSupportedError(message=str(exc)) from None
+
+    async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        self.check_input(params)
+        message = params.message
+        if message.task_id and not message.context_id:
+            task = await self.task_store.get(message.task_id, context)
+            if isinstance(task, Task):
+                message.context_id = task.context_id
+
+    async def _guarded(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except A2AError:
+            raise
+        except Exception:
+            logger.exception("request failed unexpectedly", extra={"operation": name})
+            raise InternalError(message=INTERNAL) from None
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | Task:
+        await self._prepare(params, context)
+        result: Message | Task = await self._guarded(
+            "SendMessage",
+            lambda: super(BridgeRequestHandler, self).on_message_send(params, context),
+        )
+        return result
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        await self._prepare(params, context)
+        async for event in self._guarded_stream(
+            "SendStreamingMessage", super().on_message_send_stream(params, context)
+        ):
+            yield event
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        async for event in self._guarded_stream(
+            "SubscribeToTask", super().on_subscribe_to_task(params, context)
+        ):
+            yield event
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        result: Task | None = await self._guarded(
+            "GetTask", lambda: super(BridgeRequestHandler, self).on_get_task(params, context)
+        )
+        return result
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        result: ListTasksResponse = await self._guarded(
+            "ListTasks", lambda: super(BridgeRequestHandler, self).on_list_tasks(params, context)
+        )
+        return result
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        result: Task | None = await self._guarded(
+            "CancelTask", lambda: super(BridgeRequestHandler, self).on_cancel_task(params, context)
+        )
+        return result
+
+    async def _guarded_stream(
+        self, name: str, stream: AsyncGenerator[Event, None]
+    ) -> AsyncGenerator[Event, None]:
+        try:
+            async for event in stream:
+                yield event
+        except A2AError:
+            raise
+        except Exception:
+            logger.exception("stream failed unexpectedly", extra={"operation": name})
+            raise InternalError(message=INTERNAL) from None
+        finally:
+            await stream.aclose()

@@ -1,0 +1,58 @@
+"""The task store: the SDK's in-memory store, keeping each task's answer in few parts.
+
+The SDK appends every artifact chunk to the stored artifact as a part of its own, and
+copies the whole task for every event it hands to subscribers, so a long answer streamed
+in small chunks would be stored, and copied, as thousands of parts. When a chunk of the
+`answer` artifact arrives, `save` folds it into the previous part while that part is
+plain text under `MERGE_LIMIT` characters: the stored answer grows in parts of about that
+size, and folding never copies more than one such part. Files and the report (data parts)
+stay parts of their own. Tasks are stored without copying (the SDK's `use_copying=False`):
+each task is written by one consumer and read by handlers that copy before trimming.
+"""
+
+from __future__ import annotations
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types.a2a_pb2 import Artifact, Part, Task
+
+ANSWER_ARTIFACT = "answer"
+# A stored answer part stops taking more text at this size (characters).
+MERGE_LIMIT = 8192
+
+
+def fold_last_text_part(artifact: Artifact) -> None:
+    """Fold the artifact's last part into the one before when both are plain small text."""
+    parts = artifact.parts
+    if len(parts) < 2:
+        return
+    last, previous = parts[-1], parts[-2]
+    if not (_plain_text(last) and _plain_text(previous)):
+        return
+    if len(previous.text) >= MERGE_LIMIT:
+        return
+    previous.text += last.text
+    del parts[-1]
+
+
+def _plain_text(part: Part) -> bool:
+    return (
+        part.WhichOneof("content") == "text"
+        and not part.media_type
+        and not part.filename
+        and not part.HasField("metadata")
+    )
+
+
+class TaskStore(InMemoryTaskStore):
+    """In memory, without copies, answer parts folded as they arrive."""
+
+    def __init__(self) -> None:
+        super().__init__(use_copying=False)
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        for artifact in task.artifacts:
+            if artifact.artifact_id == ANSWER_ARTIFACT:
+                fold_last_text_part(artifact)
+                break
+        await super().save(task, context)
