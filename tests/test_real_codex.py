@@ -156,6 +156,6 @@ async def test_codex_without_credentials_fails_the_task_saying_it_is_not_authent
         task = await send(client, bridge.rpc_url, "Hello?")
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     note = status_text(task["status"])
-    assert note.startswith("@agentclientprotocol/codex-acp is not authenticated: ")
+    assert note.startswith("codex-acp is not authenticated: ")
     assert "README" in note
     assert rig.outside() == []

@@ -68,4 +68,4 @@ async def test_an_agent_that_wants_a_login_fails_the_task_saying_so(tmp_path: Pa
         task = await send(client, bridge.rpc_url, "go")
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     note = task["status"]["message"]["parts"][0]["text"]
-    assert note.startswith("@agentclientprotocol/claude-agent-acp is not authenticated: ")
+    assert note.startswith("claude-agent-acp is not authenticated: ")

@@ -40,21 +40,48 @@ class TurnEffect(enum.Enum):
     UNKNOWN = "unknown"
 
 
-# Mode ids in which the adapter (or a model of its own) approves its own actions, so no
-# permission request reaches the bridge. Configuration can never select them.
-UNSUPERVISED_MODES = frozenset(
+# Mode ids that switch permission checks off whatever the adapter: nothing is asked.
+BYPASS_MODES = frozenset(
     {
-        "auto",
-        "auto-approve",
-        "auto_approve",
         "bypassPermissions",
         "bypass",
-        "agent",
+        "dangerously-skip-permissions",
         "agent-full-access",
         "full-access",
+        "danger-full-access",
         "yolo",
+        "auto-approve",
+        "auto-accept",
+        "allow-all",
+        "approve-all",
     }
 )
+# Mode ids in which the adapter (or a model of its own) approves its own actions, so no
+# permission request reaches the bridge. Configuration can never select them. The extra
+# ids are bypasses only in the adapters that use them, so an adapter the bridge does not
+# know is judged by BYPASS_MODES alone.
+UNSUPERVISED_MODES = BYPASS_MODES | {
+    "auto",  # claude-agent-acp 0.101: its own classifier model decides
+    "agent",  # codex-acp 2.6 "Auto review": its guardian model decides
+    "smart_approve",  # goose: its own model decides when to ask
+}
+
+
+def _key(mode: str) -> str:
+    return mode.strip().lower().replace("-", "").replace("_", "")
+
+
+_UNSUPERVISED_KEYS = frozenset(_key(mode) for mode in UNSUPERVISED_MODES)
+_BYPASS_KEYS = frozenset(_key(mode) for mode in BYPASS_MODES)
+
+
+def is_unsupervised_mode(mode: str, *, known_adapter: bool = True) -> bool:
+    """Whether `mode` names a mode in which the agent approves its own actions (compared
+    without case, dashes or underscores). For an adapter the bridge does not know, only
+    the ids that mean a bypass in every adapter count."""
+    return _key(mode) in (_UNSUPERVISED_KEYS if known_adapter else _BYPASS_KEYS)
+
+
 # Modes at least as strict as any supervised mode: entering them never needs the bridge's consent.
 READ_ONLY_MODES = frozenset({"plan", "read-only"})
 

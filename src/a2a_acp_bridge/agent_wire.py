@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -45,11 +46,16 @@ class AgentPeer:
         self._string_ids = string_ids
         self._tasks: set[asyncio.Task[Any]] = set()
         self._write_lock = asyncio.Lock()
+        self._read_transport: asyncio.BaseTransport | None = None
+        # When the agent closes its own input on purpose, its running handlers go on.
+        self.keep_handlers = False
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=LINE_LIMIT)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        self._read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+        )
         transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, sys.stdout
         )
@@ -80,6 +86,15 @@ class AgentPeer:
             return await future
         finally:
             self._pending.pop(request_id, None)
+
+    def close_input(self) -> None:
+        """Close stdin (the client's writes then fail) while handlers keep running."""
+        self.keep_handlers = True
+        if self._read_transport is not None:
+            self._read_transport.close()
+        # sys.stdin does not own fd 0 (closefd=False): close the descriptor itself.
+        with contextlib.suppress(OSError):
+            os.close(0)
 
     async def serve(self, handler: Handler) -> None:
         """Dispatch until stdin closes."""
@@ -115,6 +130,8 @@ class AgentPeer:
                         )
                     else:
                         future.set_result(message.get("result"))
+        if self.keep_handlers:
+            return
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionError("stdin closed"))

@@ -49,6 +49,8 @@ from a2a_acp_bridge.errors import (
     AdapterExitedError,
     AdapterStartError,
     CapacityError,
+    SupervisionError,
+    SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, QuestionReply, TurnEnd, TurnEvent
 from a2a_acp_bridge.logs import log_ids
@@ -60,6 +62,10 @@ logger = logging.getLogger(__name__)
 
 # How often the reaper looks for idle adapters, at most.
 REAP_EVERY_S = 30.0
+# On shutdown, how long running tasks get to end CANCELED before the adapters are stopped
+# regardless (each turn is itself bounded by the cancel grace, then its adapter stopped).
+SHUTDOWN_GRACE_S = 10.0
+SHUTDOWN_REASON = "Cancelled: the bridge is shutting down."
 
 
 class TurnCancelled(Exception):
@@ -98,6 +104,9 @@ class Conversation:
     start_error: AdapterError | None = None
     last_used: float = field(default_factory=time.monotonic)
     lost_memory_pending: bool = False
+    # Set while the conversation's previous adapter is being stopped: a new one waits for
+    # it, so two adapters never hold the same session or sandbox at once.
+    retiring: anyio.Event | None = None
 
     @property
     def busy(self) -> bool:
@@ -139,8 +148,11 @@ class Bridge:
         self._pool_filling = 0
         self._task_group: TaskGroup | None = None
         self._closing = False
+        self._closed = False
         self.agent_info: AgentInfo | None = None
         self.prompt_capabilities: PromptCapabilities | None = None
+        # Whether the adapter runs in a supervised mode (None until one has started).
+        self.supervised: bool | None = None
         self.agent_info_ready = anyio.Event()
         self.last_start_error: str | None = None
         self.metrics = metrics or Metrics()
@@ -168,25 +180,35 @@ class Bridge:
         self._task_group.cancel_scope.cancel()
         await self._task_group.__aexit__(*exc_info)
 
-    async def shutdown(self, grace_s: float = 10.0) -> None:
-        """Cancel every running task, then stop every adapter tree."""
-        if self._closing:
-            return
+    async def cancel_all(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Stop taking turns and cancel every task (CANCELED, "the bridge is shutting
+        down"); wait, bounded, until each has ended. Called before the server stops
+        accepting requests' responses, so streaming callers still see the final state."""
         self._closing = True
         with anyio.CancelScope(shield=True):
-            for ticket in list(self._tickets.values()):
-                await self.cancel(ticket.task_id, reason="Cancelled: the bridge is shutting down.")
+            tickets = list(self._tickets.values())
+            for ticket in tickets:
+                await self.cancel(ticket.task_id, reason=SHUTDOWN_REASON)
             with anyio.move_on_after(grace_s):
-                for ticket in list(self._tickets.values()):
+                for ticket in tickets:
                     await ticket.done.wait()
+
+    async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Cancel every running task, then stop every adapter tree."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self.cancel_all(grace_s)
             sessions = [c.session for c in self._conversations.values() if c.session is not None]
             sessions.extend(self._pool)
             self._pool.clear()
+            for conversation in self._conversations.values():
+                conversation.session = None
             async with anyio.create_task_group() as group:
                 for session in sessions:
                     group.start_soon(session.close)
-            for conversation in self._conversations.values():
-                conversation.session = None
+            logger.info("adapters stopped", extra={"count": len(sessions)})
 
     @property
     def agent_label(self) -> str:
@@ -281,6 +303,7 @@ class Bridge:
             answerer=self._answerer,
             on_decision=self.metrics.permission_decided,
             question_timeout_s=self.settings.question_timeout_s,
+            cancel_grace_s=self.settings.cancel_grace_s,
         )
         try:
             session = await AgentSession.start(plan)
@@ -301,6 +324,10 @@ class Bridge:
 
         process.on_exit(exited)
         self.last_start_error = None
+        # An adapter that dies on its own is stopped whole at once (a grandchild may
+        # still run), not when its conversation next needs it.
+        session.on_dead = lambda: self._task_group_spawn(session.close)
+        self.supervised = session.guard_mode is not None and bool(session.allowed_modes)
         if self.agent_info is None:
             self.agent_info = session.agent_info
             self.prompt_capabilities = session.prompt_capabilities
@@ -314,8 +341,7 @@ class Bridge:
             if session is not None and session.alive:
                 return session
             if session is not None:
-                conversation.session = None
-                self._task_group_spawn(session.close)
+                self._retire(conversation, session)
             if conversation.starting is None:
                 pooled = None
                 if conversation.last_session_id is None and self._is_fresh(conversation):
@@ -376,8 +402,9 @@ class Bridge:
         if idle:
             oldest = min(idle, key=lambda c: c.last_used)
             displaced = oldest.session
-            oldest.session = None
             assert displaced is not None
+            # Its conversation's next start waits for this stop (one adapter per context).
+            self._retire(oldest, displaced)
             logger.info(
                 "adapter stopped to make room",
                 extra={
@@ -416,6 +443,26 @@ class Bridge:
         conversation.last_session_id = session.session_id
         session.process.log_fields["context_id"] = conversation.context_id
 
+    def _retire(self, conversation: Conversation, session: AgentSession) -> None:
+        """Stop the conversation's adapter in the background; the next start waits for it."""
+        if conversation.session is session:
+            conversation.session = None
+        retiring = anyio.Event()
+        conversation.retiring = retiring
+
+        async def stop() -> None:
+            try:
+                await session.close()
+            finally:
+                retiring.set()
+                if conversation.retiring is retiring:
+                    conversation.retiring = None
+
+        if self._task_group is None:
+            retiring.set()
+            return
+        self._task_group.start_soon(stop)
+
     async def _start_for(
         self, conversation: Conversation, displaced: AgentSession | None = None
     ) -> None:
@@ -423,6 +470,9 @@ class Bridge:
         try:
             if displaced is not None:
                 await displaced.close()
+            retiring = conversation.retiring
+            if retiring is not None:
+                await retiring.wait()
             if conversation.boundary.owned and not self.sandboxes.is_current(
                 conversation.context_id, conversation.boundary
             ):
@@ -485,6 +535,8 @@ class Bridge:
         conversation.queue.append(ticket)
         try:
             if self._closing:
+                ticket.cancel_requested = True
+                ticket.cancel_reason = SHUTDOWN_REASON
                 raise TurnCancelled
             if conversation.queue[0] is not ticket:
                 ahead = len(conversation.queue) - 1
@@ -525,12 +577,20 @@ class Bridge:
                         hard_cap_s=self.settings.turn_cap_s,
                         meta=meta,
                     )
-            except AdapterExitedError:
-                conversation.session = None
-                self._task_group_spawn(session.close)
+            except SupervisionLostError:
+                # Switched back to its mode, it may serve the next turn; otherwise the
+                # session stopped itself, and the finally below lets it go.
                 raise
-            if not session.alive:
-                conversation.session = None
+            except (AdapterExitedError, SupervisionError):
+                # A dead adapter, or one that may act unsupervised, serves no more turns:
+                # the next message starts a new one (loading the session when it can).
+                self._retire(conversation, session)
+                raise
+            finally:
+                if not session.alive and conversation.session is session:
+                    self._retire(conversation, session)
+            if not outcome.prompted:
+                raise TurnCancelled
             # Re-read: a cancel can arrive while the turn runs (mypy narrowed the field above).
             outcome.cancelled_by_bridge |= ticket.was_cancelled()
             return outcome
@@ -601,7 +661,6 @@ class Bridge:
                     continue
                 if now - conversation.last_used < idle_s:
                     continue
-                conversation.session = None
                 logger.info(
                     "adapter idle: stopping it",
                     extra={
@@ -610,7 +669,7 @@ class Bridge:
                         "idle_s": round(now - conversation.last_used, 1),
                     },
                 )
-                self._task_group_spawn(session.close)
+                self._retire(conversation, session)
 
 
 async def _first_of(*events: anyio.Event) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from a2a_acp_bridge.adapters import UNSUPERVISED_MODES
+from a2a_acp_bridge.adapters import is_unsupervised_mode
 from a2a_acp_bridge.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -28,6 +28,8 @@ DEFAULT_IDLE_TIMEOUT_MS = 300_000
 DEFAULT_START_TIMEOUT_S = 60.0
 # A turn fails only after this long without any session/update; every update resets it.
 DEFAULT_SILENCE_S = 600.0
+# After session/cancel, how long an agent gets to end its turn before it is stopped.
+DEFAULT_CANCEL_GRACE_S = 5.0
 DEFAULT_POOL_SIZE = 1
 SANDBOX_DIR_NAME = ".acp-sandboxes"
 # Live adapter processes (conversations and warm ones together). An adapter such as
@@ -241,6 +243,7 @@ class Settings:
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     silence_s: float = DEFAULT_SILENCE_S
     turn_cap_s: float | None = None
+    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
     pool_size: int = DEFAULT_POOL_SIZE
     tokens: tuple[str, ...] = ()
     insecure: bool = False
@@ -319,7 +322,7 @@ class Settings:
         if not sandbox_parent.is_absolute():
             sandbox_parent = base / sandbox_parent
         supervised_mode = text("ACP_SUPERVISED_MODE")
-        if supervised_mode is not None and supervised_mode in UNSUPERVISED_MODES:
+        if supervised_mode is not None and is_unsupervised_mode(supervised_mode):
             raise ConfigError(
                 "ACP_SUPERVISED_MODE",
                 f"{supervised_mode!r} lets the agent act without asking; the bridge refuses to "
@@ -333,6 +336,7 @@ class Settings:
                 raise ConfigError("ACP_AGENT_ENV", f"{name!r} is not an environment variable name")
         start_timeout = _seconds(env, "ACP_START_TIMEOUT_MS", DEFAULT_START_TIMEOUT_S)
         silence = _seconds(env, "ACP_SILENCE_TIMEOUT_MS", DEFAULT_SILENCE_S)
+        cancel_grace = _seconds(env, "ACP_CANCEL_GRACE_MS", DEFAULT_CANCEL_GRACE_S)
         cap_text = text("ACP_TURN_TIMEOUT_MS")
         turn_cap = (
             parse_int("ACP_TURN_TIMEOUT_MS", cap_text, minimum=1) / 1000 if cap_text else None
@@ -374,6 +378,7 @@ class Settings:
             start_timeout_s=start_timeout,
             silence_s=silence,
             turn_cap_s=turn_cap,
+            cancel_grace_s=cancel_grace,
             pool_size=pool_size,
             tokens=tokens,
             insecure=insecure,

@@ -8,7 +8,8 @@
           ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed
           │    └── SupervisionError   the supervised mode is missing, refused or reads back wrong
           ├── AdapterExitedError  the adapter process exited or broke its pipe
-          └── AdapterSilentError  no session/update arrived within the silence limit
+          ├── AdapterSilentError  no session/update arrived within the silence limit
+          └── SupervisionLostError  the agent left its supervised mode during a turn
 
 Every message is written for the A2A caller or the operator: it names the agent, the
 setting or the exit, never repeats a foreign exception's text verbatim.
@@ -61,3 +62,7 @@ class AdapterExitedError(AdapterError):
 
 class AdapterSilentError(AdapterError):
     """The adapter sent no session/update for longer than the silence limit."""
+
+
+class SupervisionLostError(AdapterError):
+    """The agent switched itself to a mode that acts without asking, during a turn."""

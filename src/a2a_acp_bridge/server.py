@@ -1,25 +1,43 @@
 """Run the app under uvicorn: learn the bound port, shut down cleanly on SIGTERM/SIGINT.
 
-uvicorn stops accepting on a signal and runs the app's lifespan shutdown, which cancels
-running tasks (CANCELED, "the bridge is shutting down") and stops every adapter tree;
-then the process exits 0.
+On SIGTERM or SIGINT the server stops accepting connections, then cancels every running
+task (each ends CANCELED, "the bridge is shutting down", while its stream is still open
+so the caller sees it), then lets uvicorn close the connections and run the lifespan
+shutdown, which stops every adapter tree; then the process exits 0. A second SIGINT
+forces the exit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import signal
 import socket
+import threading
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import uvicorn
+
+try:  # the SSE responses of the a2a-sdk's routes
+    from sse_starlette.sse import AppStatus as SseStatus
+except ImportError:  # pragma: no cover - a2a-sdk[http-server] brings it
+    SseStatus = None  # type: ignore[assignment,misc]
 
 from a2a_acp_bridge.a2a.app import build_app
 from a2a_acp_bridge.config import Settings
 
 logger = logging.getLogger(__name__)
 
-# Seconds uvicorn waits for open connections (SSE streams included) when stopping.
+# Seconds uvicorn waits for open connections (SSE streams included) when stopping; the
+# running tasks have already ended CANCELED by then.
 GRACEFUL_SHUTDOWN_S = 15
+SHUTDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Once running tasks have ended, how long their streams get to deliver the final events
+# before every stream still open (a subscription to an idle task) is ended.
+STREAM_DRAIN_S = 2.0
 
 
 class BridgeServer(uvicorn.Server):
@@ -28,6 +46,11 @@ class BridgeServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Any) -> None:
         super().__init__(config)
         self.app = app
+        if SseStatus is not None:
+            # sse-starlette ends every stream the moment the server is told to exit, so
+            # callers would never see their running task end CANCELED: the shutdown below
+            # ends the streams itself, once the tasks have.
+            SseStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -39,6 +62,44 @@ class BridgeServer(uvicorn.Server):
             "listening",
             extra={"url": settings.advertised_url(port), "agent": settings.agent.label},
         )
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Stop accepting first, then end the running tasks while their streams are open,
+        # then let uvicorn wait for the connections and run the lifespan shutdown.
+        for server in getattr(self, "servers", []):
+            server.close()
+        await self.app.state.bridge.cancel_all()
+        if SseStatus is None:
+            await super().shutdown(sockets)
+            return
+        end_streams = asyncio.get_running_loop().call_later(
+            STREAM_DRAIN_S, setattr, SseStatus, "should_exit", True
+        )
+        try:
+            await super().shutdown(sockets)
+        finally:
+            end_streams.cancel()
+            # The flag is global to the process: the next server must not start with it.
+            SseStatus.should_exit = False
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn's own version raises the captured signal again once shut down, so the
+        # process would die of SIGTERM (or KeyboardInterrupt) instead of exiting 0.
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self._on_signal) for sig in SHUTDOWN_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            logger.info("shutting down", extra={"signal": signal.Signals(sig).name})
+        self.handle_exit(sig, frame)
 
     def bound_port(self) -> int | None:
         for server in getattr(self, "servers", []):

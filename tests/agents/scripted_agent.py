@@ -10,13 +10,26 @@ The script (JSON) says who the agent is and what it does on each prompt:
       "modes": {"current": "auto", "available": ["default", "auto", "plan"]},   # or null
       "config_mode": true,            # also offer a config option of category "mode"
       "refuse_modes": ["default"],    # set_mode / set_config_option to these fail
+      "refuse_modes_after_prompt": [],# ... once a prompt has started
+      "refuse_message": "...",        # the agent's own text for a refusal
+      "config_call_error": null,      # {"code": -32601, ...}: set_config_option fails so
       "readback": {"default": "auto"},# the mode reads back as something else
       "new_session_error": null,      # {"code": -32000, "message": "..."} fails session/new
       "prompt_capabilities": {...},   # what initialize advertises (default: image, embedded)
       "echo_meta": true, "echo_prompt": true,  # say the prompt's _meta / its blocks first
       "turns": [[step, ...], ...],    # the Nth prompt runs turns[N] (the last one repeats)
-      "by_prompt": {"TEXT": [step, ...]}  # or chosen by the prompt's exact text
+      "by_prompt": {"TEXT": [step, ...]},  # or chosen by the prompt's exact text
+      "log": "/path/log.jsonl",       # append one JSON line per event (pids, calls, prompts)
+      "delay": {"initialize": 2.0},   # seconds before answering these methods
+      "delay_after_prompt": {},       # ... once a prompt has started
+      "hang": ["session/new"],        # never answer these methods
+      "ignore_eof": false,            # keep running after stdin closes (codex-acp 0.16)
+      "ignore_sigterm": false         # only SIGKILL ends it
     }
+
+Every process the agent starts is logged as {"event": "start"|"grandchild"|"child"|"daemon",
+"pid": N, "start": T} (T: its start time, to tell a reused pid apart), so a test can check
+that none is left.
 
 Steps (`op`):
     say TEXT | think TEXT              agent_message_chunk / agent_thought_chunk
@@ -31,13 +44,19 @@ Steps (`op`):
     mode ID                            current_mode_update
     plan [[content, status], ...]      plan update
     sleep SECONDS                      wait (session/cancel ends the turn `cancelled`)
-    wait_cancel [delay]                wait for session/cancel, then `delay` more seconds
+    wait_cancel [delay] [reason] [then_continue]
+                                       wait for session/cancel, then `delay` more seconds;
+                                       end the turn with `reason`, or go on to the next step
     stop REASON                        end the turn with this stopReason now
     crash [code]                       exit at once
+    signal NAME                        kill itself with that signal
     hang                               never answer this prompt
     error CODE MESSAGE                 answer the prompt with a JSON-RPC error
     stderr BYTES                       write that much to stderr
     grandchild SECONDS                 start a child that holds stdout open, then crash
+    child SECONDS                      start a child (same group, no pipes) and go on
+    daemon SECONDS                     start a child in a session of its own (setsid)
+    wait_file PATH                     wait until PATH exists (a test's go-ahead)
     raw LINE                           write LINE to stdout as it is (broken frames)
     stale_cancel                       the next prompt answers `cancelled` at once
     content {block}                    agent_message_chunk carrying this content block
@@ -45,6 +64,9 @@ Steps (`op`):
                                        "answer: {action, content, _meta}" as JSON on a line;
                                        a decline or cancel ends the turn `cancelled`
     end_meta {...}                     the prompt's answer carries this `_meta`
+    after {delay, steps}               run `steps` that much later, outside the turn
+    close_stdin                        close stdin and go on (the client's writes fail)
+    env                                say the sorted names of its environment, as JSON
 Every prompt that reaches its end answers `end_turn`. In every string of a step, {CWD} is
 the session's cwd and {WORKROOT} its parent (the fixtures' placeholders).
 """
@@ -54,6 +76,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -72,12 +95,31 @@ class ScriptedAgent:
         self.cancelled = asyncio.Event()
         self.stale_cancel = False
         self.end_meta: dict[str, Any] | None = None
+        self.later: set[asyncio.Task[None]] = set()
         modes = script.get("modes")
         self.mode: str | None = modes["current"] if modes else None
 
     # --- protocol ----------------------------------------------------------------------
 
+    def log(self, event: str, **fields: Any) -> None:
+        path = self.script.get("log")
+        if path:
+            line = json.dumps({"event": event, "agent": os.getpid(), **fields}) + "\n"
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(line)
+
+    def log_process(self, event: str, pid: int) -> None:
+        self.log(event, pid=pid, start=start_time(pid))
+
     async def handle(self, method: str, params: dict[str, Any]) -> Any:
+        self.log(method, params=params)
+        if method in self.script.get("hang", []):
+            await asyncio.Event().wait()
+        delay = self.script.get("delay", {}).get(method)
+        if self.prompts:
+            delay = self.script.get("delay_after_prompt", {}).get(method, delay)
+        if delay:
+            await asyncio.sleep(float(delay))
         if method == "initialize":
             caps: dict[str, Any] = {
                 "loadSession": bool(self.script.get("load_session", False)),
@@ -121,10 +163,15 @@ class ScriptedAgent:
         if method == "session/set_config_option":
             if not self.script.get("config_mode"):
                 raise method_not_found(method)
+            error = self.script.get("config_call_error")
+            if error:
+                raise RpcError(error["code"], error["message"])
             await self._set_mode(str(params.get("value")), params["sessionId"], notify=False)
             return {"configOptions": [self._mode_option()]}
         if method == "session/prompt":
-            return await self._prompt(params)
+            result = await self._prompt(params)
+            self.log("prompt_done", stopReason=result.get("stopReason"))
+            return result
         if method == "session/cancel":
             self.cancelled.set()
             return None
@@ -144,8 +191,11 @@ class ScriptedAgent:
         }
 
     async def _set_mode(self, mode: str, session_id: str, notify: bool = True) -> None:
-        if mode in self.script.get("refuse_modes", []):
-            raise RpcError(-32602, f"Mode {mode} is not available")
+        refused = self.script.get("refuse_modes", [])
+        if self.prompts:
+            refused = refused + self.script.get("refuse_modes_after_prompt", [])
+        if mode in refused:
+            raise RpcError(-32603, self.script.get("refuse_message", f"Mode {mode} refused"))
         self.mode = self.script.get("readback", {}).get(mode, mode)
         if notify:
             await self._update(
@@ -241,12 +291,18 @@ class ScriptedAgent:
         elif op == "wait_cancel":
             await self.cancelled.wait()
             await asyncio.sleep(float(step.get("delay", 0)))
+            if step.get("then_continue"):
+                self.cancelled.clear()
+                return None
             return {"stopReason": step.get("reason", "cancelled")}
         elif op == "stop":
             return {"stopReason": step["reason"]}
         elif op == "crash":
             sys.stdout.flush()
             os._exit(int(step.get("code", 3)))
+        elif op == "signal":
+            os.kill(os.getpid(), getattr(signal, step["name"]))
+            await asyncio.Event().wait()
         elif op == "hang":
             await asyncio.Event().wait()
         elif op == "error":
@@ -255,10 +311,31 @@ class ScriptedAgent:
             sys.stderr.write("e" * int(step["bytes"]) + "\nlast words of the scripted agent\n")
             sys.stderr.flush()
         elif op == "grandchild":
-            subprocess.Popen(
+            child = subprocess.Popen(
                 ["sleep", str(step["seconds"])], stdout=sys.stdout, stderr=subprocess.DEVNULL
             )
+            self.log_process("grandchild", child.pid)
             os._exit(int(step.get("code", 4)))
+        elif op in ("child", "daemon"):
+            child = subprocess.Popen(
+                ["sleep", str(step["seconds"])],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=op == "daemon",
+            )
+            self.log_process(op, child.pid)
+        elif op == "wait_file":
+            while not Path(step["path"]).exists():  # noqa: ASYNC110 - a file, no event
+                await asyncio.sleep(0.02)
+        elif op == "after":
+            task = asyncio.create_task(self._later(session_id, step))
+            self.later.add(task)
+            task.add_done_callback(self.later.discard)
+        elif op == "close_stdin":
+            self.peer.close_input()
+        elif op == "env":
+            await self._say(session_id, json.dumps(sorted(os.environ)))
         elif op == "raw":
             await self.peer.write_raw(step["line"].encode() + b"\n")
         elif op == "stale_cancel":
@@ -303,6 +380,11 @@ class ScriptedAgent:
         if answer.get("action") != "accept":
             return {"stopReason": "cancelled"}
         return None
+
+    async def _later(self, session_id: str, step: dict[str, Any]) -> None:
+        await asyncio.sleep(float(step.get("delay", 0)))
+        for later_step in step["steps"]:
+            await self._step(session_id, later_step)
 
     async def _permission(self, session_id: str, step: dict[str, Any]) -> dict[str, Any] | None:
         options = [{"optionId": o[0], "name": o[1], "kind": o[2]} for o in step["options"]]
@@ -351,11 +433,23 @@ def _with_cwd(value: Any, cwd: str) -> Any:
     return value
 
 
+def start_time(pid: int) -> str:
+    raw = Path(f"/proc/{pid}/stat").read_bytes()
+    return raw[raw.rfind(b")") + 2 :].split()[19].decode()
+
+
 async def main() -> None:
     script = json.loads(Path(sys.argv[1]).read_text())
+    if script.get("ignore_sigterm"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     peer = AgentPeer(string_ids=bool(script.get("string_ids")))
+    agent = ScriptedAgent(peer, script)
+    agent.log_process("start", os.getpid())
     await peer.open()
-    await peer.serve(ScriptedAgent(peer, script).handle)
+    await peer.serve(agent.handle)
+    agent.log("eof")
+    if script.get("ignore_eof") or peer.keep_handlers:
+        await asyncio.Event().wait()
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
             name=settings.name,
             bearer=bool(settings.tokens),
             with_v03=settings.card_v03,
+            supervised=bridge.supervised is not False,
         )
 
     async def card_modifier(_card: AgentCard) -> AgentCard:
@@ -107,10 +108,11 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     push_configs = InMemoryPushNotificationConfigStore()
     push_policy = PushUrlPolicy(allow_private=settings.push_allow_private)
     push = PushDelivery(push_configs, push_policy)
+    task_store = TaskStore()
     handler = BridgeRequestHandler(
         bridge=bridge,
         agent_executor=BridgeExecutor(bridge),
-        task_store=TaskStore(),
+        task_store=task_store,
         agent_card=current_card(),
         push_config_store=push_configs,
         push_sender=push,
@@ -177,6 +179,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     gate = Middleware(Gate, rpc_path=RPC_PATH)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard, gate])
     app.state.bridge = bridge
+    app.state.task_store = task_store
     app.state.server = state
     app.state.push = push
     return app

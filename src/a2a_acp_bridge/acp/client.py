@@ -193,10 +193,11 @@ class SessionState:
         return seen
 
     def set_mode(self, mode_id: str) -> None:
-        if mode_id == self.current_mode:
-            return
-        self.current_mode = mode_id
-        self.sink.put(ModeSeen(mode_id))
+        # Listeners hear every report, also one that repeats the mode: after a switch, an
+        # agent that reports its old mode again has refused it.
+        if mode_id != self.current_mode:
+            self.current_mode = mode_id
+            self.sink.put(ModeSeen(mode_id))
         for listener in list(self.mode_listeners):
             listener(mode_id)
 

@@ -3,14 +3,19 @@
 The bridge spawns adapters itself instead of using the ACP SDK's spawn helper, which
 leaks grandchildren, never reads stderr and trims the environment. Here:
 
-- the adapter gets its own process group (and session), so the whole tree can be signalled;
+- the adapter gets its own session and process group (`start_new_session`), so the whole
+  tree can be signalled at once, also when the command is a shim (npx, node, a shell
+  script) around the real binary;
+- the environment is explicit: an allowlist of the caller's variables (`adapter_environment`);
 - stdin stays open (adapters exit on EOF) until `stop` closes it on purpose;
-- stderr is read continuously: a bounded tail is kept for error messages, every line goes
-  to the log at DEBUG, so a chatty adapter never blocks on a full pipe;
+- stderr is read continuously in chunks: a bounded tail is kept for error messages and
+  every line goes to the log at DEBUG, so a chatty adapter never blocks on a full pipe,
+  whatever the length of its lines;
 - a watchdog polls the exit status, because a grandchild holding stdout open means the
   pipe never reaches EOF when the adapter itself dies;
-- `stop` closes stdin, waits, then signals the group (TERM, then KILL) and sweeps any
-  descendant that left the group, so no process of the tree survives.
+- `stop` closes stdin, waits, then signals the group and every process of the adapter's
+  session (TERM, then KILL), and also every descendant that left both (a `setsid`
+  daemon), including ones whose parent died first: the watchdog remembers them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import contextvars
 import logging
 import os
 import signal
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,17 +41,30 @@ logger = logging.getLogger(__name__)
 # How often the watchdog looks at the exit status. 50 ms keeps "the task fails within a
 # second of a crash" with a wide margin and costs nothing measurable.
 EXIT_POLL_S = 0.05
+# How often the process table is read to remember descendants that left the adapter's
+# group and session (one scan for all adapters: a few ms per scan on a busy machine).
+TREE_SCAN_S = 2.0
 # Bytes of stderr kept for error messages: enough for a stack trace, bounded for a flood.
 STDERR_TAIL_BYTES = 16 * 1024
+# Stderr is read in chunks of this size, so a single endless line cannot block the pump.
+STDERR_CHUNK = 64 * 1024
+# Longest stderr line logged (and quoted in an error message) in one piece.
+STDERR_LINE_CHARS = 400
 # Longest line the NDJSON reader takes in one piece before reassembling (big diffs).
 STDOUT_LINE_LIMIT = 8 * 1024 * 1024
 # After stdin closes, how long an adapter gets to exit on its own (claude: 0.05 s; codex
 # 2.6 needs 3.5-4.7 s to wind down its app-server, so its tree is signalled at this point).
 STOP_GRACE_S = 2.0
-# After SIGTERM, how long the group gets before SIGKILL.
+# After SIGTERM, how long the tree gets before SIGKILL.
 TERM_GRACE_S = 2.0
+# After SIGKILL, how long the kernel gets to take the processes away.
+KILL_WAIT_S = 2.0
+# Once the tree is gone, how long the stderr pump gets to read what is left in the pipe.
+STDERR_SETTLE_S = 0.5
 
-# Environment variables handed to adapters when set, by exact name or by prefix.
+# Environment variables handed to adapters when set, by exact name or by prefix. Anything
+# else (cloud credentials, tokens of other tools, the bridge's own settings) stays out;
+# ACP_AGENT_ENV=NAME,NAME adds more names.
 ENV_NAMES = frozenset(
     {
         "PATH",
@@ -125,13 +144,19 @@ class StderrTail:
     def add(self, data: bytes) -> None:
         self._chunks.append(data)
         self._size += len(data)
-        while self._size > self._limit and len(self._chunks) > 1:
+        while self._size - len(self._chunks[0]) >= self._limit and len(self._chunks) > 1:
             self._size -= len(self._chunks.popleft())
 
     def text(self, max_lines: int = 8) -> str:
+        """The last non-blank lines, each cut to a readable length."""
         data = b"".join(self._chunks)[-self._limit :]
-        lines = data.decode("utf-8", "replace").splitlines()
-        return "\n".join(line.rstrip() for line in lines[-max_lines:] if line.strip())
+        lines = [line.rstrip() for line in data.decode("utf-8", "replace").splitlines()]
+        kept = [_shorten(line) for line in lines if line.strip()]
+        return "\n".join(kept[-max_lines:])
+
+
+def _shorten(line: str, limit: int = STDERR_LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class AdapterProcess:
@@ -142,11 +167,17 @@ class AdapterProcess:
         self.label = label
         self.stderr_tail = StderrTail()
         self.exited = asyncio.Event()
+        self.stderr_closed = asyncio.Event()
+        # Descendants seen outside the adapter's group and session: (pid, start time).
+        self.escapees: set[tuple[int, str]] = set()
         self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
         self._watchers: list[asyncio.Task[None]] = []
         self._stopping = False
         # Ids the process serves (session_id, context_id), added to its exit log line.
         self.log_fields: dict[str, str] = {}
+        self._stopped = asyncio.Event()
+        entry = _process_table().get(proc.pid)
+        self._start_time = entry.start if entry is not None else None
 
     @property
     def pid(self) -> int:
@@ -180,11 +211,18 @@ class AdapterProcess:
         else:
             self._exit_callbacks.append(callback)
 
-    def describe_exit(self) -> str:
+    async def settle(self, within_s: float) -> None:
+        """Wait (bounded) for the exit status and the end of stderr, for a full report."""
+        with anyio.move_on_after(within_s):
+            await self.exited.wait()
+            await self.stderr_closed.wait()
+
+    def describe_exit(self, name: str | None = None) -> str:
+        """'NAME (pid N) exited with code C; last lines of its stderr: ...'."""
         status = self.exit_status
         what = status.describe() if status is not None else "closed its connection"
         tail = self.stderr_tail.text()
-        message = f"{self.label} (pid {self.pid}) {what}"
+        message = f"{name or self.label} (pid {self.pid}) {what}"
         return f"{message}; last lines of its stderr:\n{tail}" if tail else message
 
     def _start_watchers(self) -> None:
@@ -201,25 +239,46 @@ class AdapterProcess:
 
     async def _pump_stderr(self) -> None:
         stream = self.proc.stderr
-        if stream is None:
-            return
-        with contextlib.suppress(Exception):
+        try:
+            if stream is None:
+                return
+            pending = b""
+            debug = logger.isEnabledFor(logging.DEBUG)
             while True:
-                line = await stream.readline()
-                if not line:
+                try:
+                    data = await stream.read(STDERR_CHUNK)
+                except Exception:
                     return
-                self.stderr_tail.add(line)
-                if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug(
-                        "adapter stderr",
-                        extra={"pid": self.pid, "line": line.decode("utf-8", "replace").rstrip()},
-                    )
+                if not data:
+                    if pending and debug:
+                        self._log_stderr(pending)
+                    return
+                self.stderr_tail.add(data)
+                if debug:
+                    *lines, pending = (pending + data).split(b"\n")
+                    for line in lines:
+                        self._log_stderr(line)
+                    if len(pending) > STDERR_LINE_CHARS:
+                        self._log_stderr(pending)
+                        pending = b""
+        finally:
+            self.stderr_closed.set()
+
+    def _log_stderr(self, line: bytes) -> None:
+        text = line.decode("utf-8", "replace").rstrip()
+        if text:
+            logger.debug("adapter stderr", extra={"pid": self.pid, "line": _shorten(text)})
 
     async def _watch_exit(self) -> None:
         # Process.wait() would not return while a grandchild holds the pipes open;
         # the returncode set by the child watcher does, so poll it.
-        while self.proc.returncode is None:  # noqa: ASYNC110
-            await asyncio.sleep(EXIT_POLL_S)
+        _TREE.watch(self)
+        try:
+            while self.proc.returncode is None:
+                _TREE.maybe_scan()
+                await asyncio.sleep(EXIT_POLL_S)
+        finally:
+            _TREE.forget(self)
         self.exited.set()
         status = ExitStatus(self.proc.returncode)
         logger.log(
@@ -243,36 +302,110 @@ class AdapterProcess:
 
     async def stop(self, grace: float = STOP_GRACE_S, term_grace: float = TERM_GRACE_S) -> None:
         """Stop the adapter and every process of its tree. Safe to call twice; shielded."""
+        if self._stopping:
+            with anyio.CancelScope(shield=True):
+                await self._stopped.wait()
+            return
         self._stopping = True
         with anyio.CancelScope(shield=True):
-            descendants = _descendants(self.pid)
-            with contextlib.suppress(Exception):
-                if self.proc.stdin is not None and not self.proc.stdin.is_closing():
-                    self.proc.stdin.close()
-            with anyio.move_on_after(grace):
-                await self.exited.wait()
-            if _group_alive(self.pid):
-                _signal_group(self.pid, signal.SIGTERM)
-                with anyio.move_on_after(term_grace):
-                    while _group_alive(self.pid):  # noqa: ASYNC110 - no event tells of a group
-                        await asyncio.sleep(EXIT_POLL_S)
-            if _group_alive(self.pid):
-                _signal_group(self.pid, signal.SIGKILL)
-            # Descendants that moved to a session of their own escape the group signal.
-            for pid, start in descendants:
-                if _same_process(pid, start):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
+            try:
+                await self._stop(grace, term_grace)
+            finally:
+                self._stopped.set()
+
+    async def _stop(self, grace: float, term_grace: float) -> None:
+        # Read the tree before stdin closes: once the adapter exits, its children are
+        # re-parented and only their group or session still ties them to it.
+        table = _process_table()
+        remembered = self.escapees | _descendants(table, self.pid)
+        with contextlib.suppress(Exception):
+            if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+                self.proc.stdin.close()
+        # The whole tree gets the grace to wind down on its own (claude's native child
+        # outlives its node parent by a moment, saving the session that a later
+        # session/load reads).
+        with anyio.move_on_after(grace):
+            await self.exited.wait()
+            while self._tree(remembered):  # noqa: ASYNC110 - no event tells of a tree
+                await asyncio.sleep(EXIT_POLL_S)
+        survivors = self._tree(remembered)
+        if survivors:
+            logger.info(
+                "adapter tree still running after stdin closed: terminating it",
+                extra={"pid": self.pid, "processes": len(survivors)},
+            )
+            self._signal(signal.SIGTERM, survivors)
             with anyio.move_on_after(term_grace):
-                await self.exited.wait()
-            for watcher in self._watchers:
-                watcher.cancel()
-            for watcher in self._watchers:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await watcher
-            # Reap the leader so no zombie is left behind.
-            with contextlib.suppress(Exception), anyio.move_on_after(1.0):
-                await self.proc.wait()
+                while self._tree(remembered):  # noqa: ASYNC110 - no event tells of a tree
+                    await asyncio.sleep(EXIT_POLL_S)
+        # Anything left (and anything forked while terminating) is killed, until none is.
+        with anyio.move_on_after(KILL_WAIT_S):
+            while True:
+                survivors = self._tree(remembered)
+                if not survivors:
+                    break
+                logger.warning(
+                    "adapter tree ignored SIGTERM: killing it",
+                    extra={"pid": self.pid, "processes": len(survivors)},
+                )
+                self._signal(signal.SIGKILL, survivors)
+                await asyncio.sleep(EXIT_POLL_S)
+        with anyio.move_on_after(term_grace):
+            await self.exited.wait()
+        # The tree is gone, so stderr is at EOF: let the pump read its last lines.
+        with anyio.move_on_after(STDERR_SETTLE_S):
+            await self.stderr_closed.wait()
+        for watcher in self._watchers:
+            watcher.cancel()
+        for watcher in self._watchers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+        # Reap the leader so no zombie is left behind.
+        with contextlib.suppress(Exception), anyio.move_on_after(1.0):
+            await self.proc.wait()
+
+    def _tree(self, remembered: set[tuple[int, str]]) -> set[tuple[int, str]]:
+        """Live processes of the adapter's tree: its session, its group, its descendants,
+        and the escapees remembered earlier (with their own descendants)."""
+        table = _process_table()
+        if not table:
+            # No /proc: only the group can be asked (signal 0) whether it lives.
+            return {(self.pid, "")} if self._owns_ids(table) and _group_alive(self.pid) else set()
+        found: set[tuple[int, str]] = set()
+        roots = [pid for pid, start in remembered if _matches(table, pid, start)]
+        if self._owns_ids(table):
+            roots.append(self.pid)
+            for pid, entry in table.items():
+                if entry.state in ("Z", "X"):
+                    continue
+                if entry.sid == self.pid or entry.pgid == self.pid:
+                    found.add((pid, entry.start))
+        for root in roots:
+            if root != self.pid:
+                found.add((root, table[root].start))
+            found |= {
+                (pid, start)
+                for pid, start in _descendants(table, root)
+                if table[pid].state not in ("Z", "X")
+            }
+        return found
+
+    def _owns_ids(self, table: Mapping[int, _Entry]) -> bool:
+        """Whether the adapter's pid still names its own group and session. Linux does not
+        reuse a pid while a group or session of that id has a member, so once another
+        process holds the pid, nothing of the adapter's group or session is left."""
+        entry = table.get(self.pid)
+        return entry is None or self._start_time is None or entry.start == self._start_time
+
+    def _signal(self, sig: signal.Signals, processes: Iterable[tuple[int, str]]) -> None:
+        table = _process_table()
+        if self._owns_ids(table):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+        for pid, start in processes:
+            if _matches(table, pid, start):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
 
 
 async def spawn(
@@ -282,36 +415,90 @@ async def spawn(
     env: Mapping[str, str],
     label: str,
 ) -> AdapterProcess:
-    """Start the adapter in its own process group with pipes on all three streams."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(cwd),
-            env=dict(env),
-            start_new_session=True,
-            limit=STDOUT_LINE_LIMIT,
-        )
-    except FileNotFoundError:
-        raise AdapterStartError(f"cannot start {label}: {command[0]!r} was not found") from None
-    except PermissionError:
-        raise AdapterStartError(f"cannot start {label}: {command[0]!r} is not executable") from None
-    except OSError as exc:
-        raise AdapterStartError(f"cannot start {label}: {exc.strerror}") from None
-    process = AdapterProcess(proc, label)
-    process._start_watchers()
+    """Start the adapter in its own session and process group, with pipes on all three
+    streams. Shielded: a cancel during the spawn must not leave a process nobody owns."""
+    with anyio.CancelScope(shield=True):
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=str(cwd),
+                env=dict(env),
+                start_new_session=True,
+                limit=STDOUT_LINE_LIMIT,
+            )
+        except FileNotFoundError:
+            raise AdapterStartError(f"cannot start {label}: {command[0]!r} was not found") from None
+        except PermissionError:
+            raise AdapterStartError(
+                f"cannot start {label}: {command[0]!r} is not executable"
+            ) from None
+        except OSError as exc:
+            raise AdapterStartError(f"cannot start {label}: {exc.strerror}") from None
+        process = AdapterProcess(proc, label)
+        process._start_watchers()
     logger.info("adapter spawned", extra={"pid": proc.pid, "agent": label, "cwd": str(cwd)})
     return process
 
 
-# --- process tree helpers (Linux /proc; elsewhere only the group signal applies) ---------
+# --- the process table (Linux /proc; elsewhere only the group signal applies) ------------
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    start: str  # start time in clock ticks since boot: tells a reused pid apart
+
+
+def _process_table() -> dict[int, _Entry]:
+    table: dict[int, _Entry] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                raw = handle.read()
+        except OSError:
+            continue
+        # The command name is in parentheses and may itself contain spaces or parentheses.
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if len(fields) < 20:
+            continue
+        table[int(name)] = _Entry(
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            sid=int(fields[3]),
+            state=fields[0].decode(),
+            start=fields[19].decode(),
+        )
+    return table
+
+
+def _descendants(table: Mapping[int, _Entry], root: int) -> set[tuple[int, str]]:
+    children: dict[int, list[int]] = {}
+    for pid, entry in table.items():
+        children.setdefault(entry.ppid, []).append(pid)
+    found: set[tuple[int, str]] = set()
+    stack = list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        found.add((pid, table[pid].start))
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def _matches(table: Mapping[int, _Entry], pid: int, start: str) -> bool:
+    entry = table.get(pid)
+    return entry is not None and entry.start == start and entry.state not in ("Z", "X")
 
 
 def _group_alive(pgid: int) -> bool:
@@ -321,64 +508,39 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie leader still counts as a member: look for a live one.
-    return (
-        any(_state(pid) not in ("Z", "X", None) for pid in _group_members(pgid))
-        or not Path("/proc").is_dir()
-    )
+    return True
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may contain spaces.
-    return raw[raw.rfind(")") + 2 :].split()
+class _TreeWatch:
+    """Remembers, for every running adapter, the descendants that left its process group
+    and session: once their parent dies they are re-parented away, and only this memory
+    still ties them to the adapter. One scan of the process table serves all adapters."""
+
+    def __init__(self) -> None:
+        self._watched: set[AdapterProcess] = set()
+        self._last_scan = 0.0
+
+    def watch(self, process: AdapterProcess) -> None:
+        self._watched.add(process)
+
+    def forget(self, process: AdapterProcess) -> None:
+        self._watched.discard(process)
+
+    def maybe_scan(self) -> None:
+        now = time.monotonic()
+        if now - self._last_scan < TREE_SCAN_S or not self._watched:
+            return
+        self._last_scan = now
+        table = _process_table()
+        for process in self._watched:
+            process.escapees = {
+                (pid, start) for pid, start in process.escapees if _matches(table, pid, start)
+            }
+            leader = process.pid
+            for pid, start in _descendants(table, leader):
+                entry = table[pid]
+                if entry.pgid != leader and entry.sid != leader:
+                    process.escapees.add((pid, start))
 
 
-def _state(pid: int) -> str | None:
-    fields = _stat_fields(pid)
-    return fields[0] if fields else None
-
-
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in _proc_pids():
-        fields = _stat_fields(entry)
-        if fields and len(fields) > 2 and int(fields[2]) == pgid:
-            members.append(entry)
-    return members
-
-
-def _proc_pids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
-
-
-def _descendants(root: int) -> list[tuple[int, str]]:
-    """Every descendant of `root`, with its start time (to recognise pid reuse later)."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, str] = {}
-    for pid in _proc_pids():
-        fields = _stat_fields(pid)
-        if not fields or len(fields) < 20:
-            continue
-        children.setdefault(int(fields[1]), []).append(pid)
-        starts[pid] = fields[19]
-    found: list[tuple[int, str]] = []
-    stack = list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        found.append((pid, starts.get(pid, "")))
-        stack.extend(children.get(pid, []))
-    return found
-
-
-def _same_process(pid: int, start: str) -> bool:
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 20:
-        return False
-    return fields[19] == start and fields[0] not in ("Z", "X")
+_TREE = _TreeWatch()

@@ -2,11 +2,13 @@
 
 `AgentSession.start` spawns the adapter, runs `initialize` (protocol version 1, no fs or
 terminal capability; form elicitation, which needs the SDK's unstable switch), opens the
-session (`session/load` of the previous one when the
-agent can, else `session/new`) and puts it in its supervised mode, failing closed.
+session (`session/load` of the previous one when the agent can, else `session/new`, with
+an absolute cwd and no MCP servers) and puts it in its supervised mode, failing closed.
 `run_turn` prompts and streams the turn's events to a callback, bounded by a silence
-deadline that every update resets; `cancel_turn` sends `session/cancel`; `close` ends
-the session and stops the whole process tree.
+deadline that every update resets and an optional hard cap; a session that leaves
+supervision during the turn has the turn cancelled and its mode switched back.
+`cancel_turn` sends `session/cancel`; `close` ends the session and stops the whole
+process tree.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from a2a_acp_bridge.acp.client import (
 from a2a_acp_bridge.acp.process import AdapterProcess, spawn
 from a2a_acp_bridge.acp.prompt import PromptCapabilities, to_content_blocks
 from a2a_acp_bridge.acp.transport import StdioTransport
-from a2a_acp_bridge.adapters import READ_ONLY_MODES, profile_for
+from a2a_acp_bridge.adapters import READ_ONLY_MODES, is_unsupervised_mode, profile_for
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.errors import (
     AdapterError,
@@ -47,6 +49,7 @@ from a2a_acp_bridge.errors import (
     AdapterSilentError,
     AdapterStartError,
     SupervisionError,
+    SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
 from a2a_acp_bridge.permissions import Answerer, Decider, Supervision, answer, decide
@@ -58,12 +61,16 @@ logger = logging.getLogger(__name__)
 MODE_READBACK_S = 2.0
 # Bound on each control call (set_mode, cancel, close): they answer in milliseconds.
 CONTROL_CALL_S = 10.0
+# Bound on session/close and on the SDK's own teardown when a session ends.
+CLOSE_CALL_S = 2.0
 # After session/cancel, how long the agent gets to end its turn before the bridge stops it.
-CANCEL_GRACE_S = 5.0
-# The JSON-RPC error code ACP gives to "authentication required".
-AUTH_REQUIRED = -32000
-# After a crash is seen, how long to wait for the exit status before reporting.
+DEFAULT_CANCEL_GRACE_S = 5.0
+# After a crash is seen, how long to wait for the exit status and the end of stderr.
 EXIT_REPORT_S = 1.0
+# JSON-RPC errors that mean "this method or these params are unknown here".
+UNKNOWN_CALL_CODES = (-32601, -32602)
+# The ACP error for "authentication required".
+AUTH_REQUIRED = -32000
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,11 @@ class AgentInfo:
     version: str | None = None
 
     def display(self, fallback: str) -> str:
-        return self.name or fallback
+        """The name in messages: the package name without its npm scope."""
+        name = self.name or fallback
+        if name.startswith("@") and "/" in name:
+            name = name.split("/", 1)[1]
+        return name
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ class StartPlan:
     # Told of every permission decision: (verdict "allow" | "deny", rule). For metrics.
     on_decision: Callable[[str, str], None] | None = None
     question_timeout_s: float = 3600.0
+    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
 
 
 @dataclass
@@ -103,23 +115,34 @@ class TurnOutcome:
 
     end: TurnEnd
     cancelled_by_bridge: bool = False
+    prompted: bool = True
     notes: list[str] = field(default_factory=list)
 
 
 class AgentSession:
     """A started adapter and its one session."""
 
-    def __init__(
-        self,
-        process: AdapterProcess,
-        client: BridgeClient,
-        conn: Any,
-        plan: StartPlan,
-    ) -> None:
+    def __init__(self, process: AdapterProcess, plan: StartPlan) -> None:
         self.process = process
-        self.client = client
-        self.conn = conn
         self.plan = plan
+        self.client = BridgeClient(
+            plan.label, plan.decider, plan.answerer, on_decision=plan.on_decision
+        )
+        self.transport = StdioTransport(
+            process.stdout,
+            process.stdin,
+            self.client.update_from_wire,
+            label=plan.label,
+            on_broken=self._on_broken,
+        )
+        # BridgeClient has every method of acp.Client without subclassing it (the SDK's
+        # stubs would answer null to what the bridge does not serve). elicitation/create
+        # is routed only with the SDK's unstable switch (ACP 0.12.1).
+        self.conn: Any = connect_to_agent(
+            self.client,  # type: ignore[arg-type]
+            self.transport,
+            use_unstable_protocol=True,
+        )
         self.agent_info = AgentInfo()
         self.session_id = ""
         self.state: SessionState | None = None
@@ -128,7 +151,13 @@ class AgentSession:
         self.prompt_capabilities = PromptCapabilities()
         self.memory_lost = False
         self.dead = False
+        # The mode the session must keep, and the modes it may be in meanwhile.
+        self.guard_mode: str | None = None
+        self.allowed_modes: frozenset[str] = frozenset()
+        # Called once when the adapter dies on its own (the bridge stops what is left).
+        self.on_dead: Callable[[], None] | None = None
         self._last_turn_cancelled = False
+        self._closing: asyncio.Event | None = None
         process.on_exit(self._on_exit)
 
     # --- start --------------------------------------------------------------------------
@@ -137,33 +166,31 @@ class AgentSession:
     async def start(cls, plan: StartPlan) -> AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
         process = await spawn(plan.command, cwd=plan.boundary.root, env=plan.env, label=plan.label)
-        client = BridgeClient(plan.label, plan.decider, plan.answerer, on_decision=plan.on_decision)
-        transport = StdioTransport(process.stdout, process.stdin, client.update_from_wire)
-        # elicitation/create is routed only with the SDK's unstable switch (ACP 0.12.1).
-        conn = connect_to_agent(client, transport, use_unstable_protocol=True)  # type: ignore[arg-type]
-        session = cls(process, client, conn, plan)
+        session = cls(process, plan)
         try:
             with anyio.fail_after(plan.start_timeout_s):
                 await session._handshake()
         except TimeoutError:
             await session.close()
             raise AdapterStartError(
-                f"{session.name} did not finish starting within {plan.start_timeout_s:g} s"
+                f"{session.name} did not finish starting within "
+                f"{_duration(plan.start_timeout_s)} (ACP_START_TIMEOUT_MS)"
             ) from None
         except AdapterError:
             await session.close()
             raise
         except (ConnectionError, OSError):
-            await session._await_exit()
+            message = await session._exit_message()
             await session.close()
-            raise AdapterStartError(
-                f"{session.name} stopped while starting: {process.describe_exit()}"
-            ) from None
-        except (RequestError, ValidationError) as exc:
+            raise AdapterStartError(f"{session.name} stopped while starting: {message}") from None
+        except RequestError as exc:
             await session.close()
-            if isinstance(exc, RequestError) and exc.code == AUTH_REQUIRED:
+            if exc.code == AUTH_REQUIRED:
                 # codex-acp and gemini-cli refuse session/new without credentials.
-                raise AdapterStartError(_not_authenticated(session.name)) from None
+                raise _auth_error(session.name) from None
+            raise AdapterStartError(f"{session.name} failed to start: {_describe(exc)}") from None
+        except ValidationError as exc:
+            await session.close()
             raise AdapterStartError(f"{session.name} failed to start: {_describe(exc)}") from None
         except BaseException:
             await session.close()
@@ -172,11 +199,19 @@ class AgentSession:
 
     @property
     def name(self) -> str:
+        """The agent as messages name it (`codex-acp`)."""
         return self.agent_info.display(self.plan.label)
+
+    @property
+    def log_name(self) -> str:
+        """The agent as the logs name it: what it reported (`@agentclientprotocol/codex-acp`)."""
+        return self.agent_info.name or self.plan.label
 
     async def _handshake(self) -> None:
         init = await self.conn.initialize(
             protocol_version=PROTOCOL_VERSION,
+            # Neither fs nor terminal: the agent uses its own tools, each gated by a
+            # permission request the classifier answers.
             client_capabilities=ClientCapabilities(
                 elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
             ),
@@ -185,6 +220,11 @@ class AgentSession:
         if init.agent_info is not None:
             self.agent_info = AgentInfo(
                 init.agent_info.name, init.agent_info.title, init.agent_info.version
+            )
+        elif self.transport.raw_agent_info is not None:
+            raw = self.transport.raw_agent_info
+            self.agent_info = AgentInfo(
+                *(_text(raw.get(key)) for key in ("name", "title", "version"))
             )
         if init.protocol_version != PROTOCOL_VERSION:
             raise AdapterStartError(
@@ -204,10 +244,10 @@ class AgentSession:
                     embedded_context=bool(prompt_caps.embedded_context),
                 )
         profile = profile_for(self.agent_info.name)
-        supervised = self.plan.supervised_mode or (profile.supervised_mode if profile else None)
+        target = self.plan.supervised_mode or (profile.supervised_mode if profile else None)
         state = SessionState(
             boundary=self.plan.boundary,
-            supervision=Supervision(profile=profile, supervised_mode=supervised),
+            supervision=Supervision(profile=profile, supervised_mode=target),
             question_timeout_s=self.plan.question_timeout_s,
         )
         self.state = state
@@ -226,7 +266,7 @@ class AgentSession:
                     del self.client.sessions[self.plan.load_session_id]
                     logger.warning(
                         "session/load failed; opening a new session",
-                        extra={"agent": self.name, "reason": _describe(exc)},
+                        extra={"agent": self.log_name, "reason": _describe(exc)},
                     )
                     self.memory_lost = True
             else:
@@ -237,21 +277,29 @@ class AgentSession:
             self.client.sessions[self.session_id] = state
         state.sink.discard()  # a replayed conversation is not part of any task
         self.process.log_fields["session_id"] = self.session_id
-        await self._supervise(response, supervised, known=profile is not None)
+        await self._supervise(response, target)
+        if target is not None:
+            allowed = {target, *READ_ONLY_MODES}
+            if profile is not None:
+                allowed.add(profile.supervised_mode)
+            self.guard_mode, self.allowed_modes = target, frozenset(allowed)
+        else:
+            self.guard_mode = state.current_mode
         logger.info(
             "session opened",
             extra={
-                "agent": self.name,
+                "agent": self.log_name,
                 "pid": self.process.pid,
                 "session_id": self.session_id,
                 "profile": profile.family if profile is not None else None,
                 "mode": state.current_mode,
+                "supervised": target is not None,
                 "cwd": cwd,
                 "loaded": self.plan.load_session_id is not None and not self.memory_lost,
             },
         )
 
-    async def _supervise(self, response: Any, target: str | None, *, known: bool) -> None:
+    async def _supervise(self, response: Any, target: str | None) -> None:
         """Put the session in `target` mode and read it back; fail closed."""
         state = self.state
         assert state is not None
@@ -268,9 +316,20 @@ class AgentSession:
             offered = [mode.id for mode in modes.available_modes]
         state.current_mode = current
         if target is None:
+            if current is not None and is_unsupervised_mode(current, known_adapter=False):
+                asks = [mode for mode in offered if not is_unsupervised_mode(mode)]
+                hint = (
+                    f"set ACP_SUPERVISED_MODE to one of its modes that asks ({', '.join(asks)})"
+                    if asks
+                    else "it offers no mode that asks"
+                )
+                raise SupervisionError(
+                    f"{self.name} is not an adapter the bridge knows, and it starts in its "
+                    f"{current!r} mode, in which it acts without asking: {hint}"
+                )
             logger.warning(
-                "adapter not recognised: it keeps its own mode",
-                extra={"agent": self.name, "mode": current},
+                "adapter not recognised: it keeps its own mode, unsupervised by the bridge",
+                extra={"agent": self.log_name, "mode": current},
             )
             return
         if current == target:
@@ -280,41 +339,107 @@ class AgentSession:
             raise SupervisionError(f"{what}: it offers no modes")
         if target not in offered:
             raise SupervisionError(f"{what}: it does not offer it")
-        readback: str | None = None
-        use_set_mode = config is None
-        if config is not None:
-            try:
-                with anyio.fail_after(CONTROL_CALL_S):
-                    answer = await self.conn.set_config_option(
-                        config_id=str(config.id), session_id=self.session_id, value=target
-                    )
-                found = mode_from_config_options(getattr(answer, "config_options", None))
-                readback = found[1] if found else None
-            except RequestError as exc:
-                if exc.code not in (-32601, -32602):
-                    raise SupervisionError(f"{what}: it refused") from None
-                use_set_mode = True
-        if use_set_mode:
-            changed = asyncio.Event()
-            state.mode_listeners.append(lambda _mode: changed.set())
-            try:
-                with anyio.fail_after(CONTROL_CALL_S):
-                    await self.conn.set_session_mode(session_id=self.session_id, mode_id=target)
-            except RequestError:
-                raise SupervisionError(f"{what}: it refused") from None
-            with anyio.move_on_after(MODE_READBACK_S):
-                while state.current_mode not in (target,) and not changed.is_set():
-                    await changed.wait()
-            state.mode_listeners.clear()
-            readback = state.current_mode if changed.is_set() else None
-            if readback is None:
-                logger.warning(
-                    "mode change not confirmed by the adapter",
-                    extra={"agent": self.name, "mode": target},
-                )
-        if readback is not None and readback != target:
+        readback = await self._switch_mode(target, what, use_config=config is not None)
+        if readback is None:
+            logger.warning(
+                "mode change not confirmed by the adapter",
+                extra={"agent": self.log_name, "mode": target},
+            )
+        elif readback != target:
             raise SupervisionError(f"{what}: it reads back as {readback!r}")
         state.current_mode = target
+
+    async def _switch_mode(self, target: str, what: str, *, use_config: bool) -> str | None:
+        """Ask for `target` (config option first, set_mode when that call is unknown) and
+        return the mode the agent then reports, None if it reports none."""
+        state = self.state
+        assert state is not None
+        changed = asyncio.Event()
+
+        def listener(_mode: str) -> None:
+            changed.set()
+
+        state.mode_listeners.append(listener)
+        try:
+            if use_config and state.mode_config_id is not None:
+                try:
+                    with anyio.fail_after(CONTROL_CALL_S):
+                        answer = await self.conn.set_config_option(
+                            config_id=state.mode_config_id, session_id=self.session_id, value=target
+                        )
+                    found = mode_from_config_options(getattr(answer, "config_options", None))
+                    if found is not None:
+                        return found[1]
+                    # An answer without the option: wait for the update instead.
+                except RequestError as exc:
+                    if exc.code not in UNKNOWN_CALL_CODES:
+                        raise SupervisionError(f"{what}: it refused") from None
+                    await self._set_mode(target, what)
+            else:
+                await self._set_mode(target, what)
+            with anyio.move_on_after(MODE_READBACK_S):
+                while state.current_mode != target and not changed.is_set():
+                    await changed.wait()
+            return state.current_mode if changed.is_set() or state.current_mode == target else None
+        except TimeoutError:
+            raise SupervisionError(f"{what}: it did not answer") from None
+        finally:
+            with contextlib.suppress(ValueError):
+                state.mode_listeners.remove(listener)
+
+    async def _set_mode(self, target: str, what: str) -> None:
+        try:
+            with anyio.fail_after(CONTROL_CALL_S):
+                await self.conn.set_session_mode(session_id=self.session_id, mode_id=target)
+        except RequestError:
+            raise SupervisionError(f"{what}: it refused") from None
+
+    # --- supervision during the session -------------------------------------------------
+
+    def unsupervised_mode(self) -> str | None:
+        """The session's mode if it is one the bridge must not let the agent work in."""
+        state = self.state
+        mode = state.current_mode if state is not None else None
+        if mode is None:
+            return None
+        if self.allowed_modes:
+            return None if mode in self.allowed_modes else mode
+        # An adapter the bridge does not know keeps its own mode, but not a known bypass.
+        bypass = is_unsupervised_mode(mode, known_adapter=False)
+        return mode if bypass and mode != self.guard_mode else None
+
+    async def _restore_mode(self) -> bool:
+        """Switch the session back to its guarded mode; True when it reads back so."""
+        state = self.state
+        target = self.guard_mode
+        if state is None or target is None:
+            return False
+        what = f"{self.name} could not switch back to its {target!r} mode"
+        try:
+            readback = await self._switch_mode(
+                target, what, use_config=state.mode_config_id is not None
+            )
+        except (SupervisionError, RequestError, ConnectionError, ValidationError, OSError):
+            return False
+        if readback is not None and readback != target:
+            return False
+        state.current_mode = target
+        return True
+
+    async def _ensure_supervised(self) -> None:
+        """Before every prompt: the session must still be in a supervised mode."""
+        mode = self.unsupervised_mode()
+        if mode is None:
+            return
+        logger.warning(
+            "session left its supervised mode between turns; switching back",
+            extra={"agent": self.log_name, "mode": mode, "target": self.guard_mode},
+        )
+        if not await self._restore_mode():
+            raise SupervisionError(
+                f"{self.name} is in its {mode!r} mode, in which it acts without asking, and "
+                f"could not be switched back to {self.guard_mode!r}"
+            )
 
     # --- turns -------------------------------------------------------------------------
 
@@ -330,17 +455,21 @@ class AgentSession:
         """Prompt once and feed every update to `on_events` until the agent answers.
 
         `on_events` may return a number of seconds: if nothing arrives by then it is
-        called again with an empty batch (text held back for coalescing goes out)."""
+        called again with an empty batch (text held back for coalescing goes out). A
+        `cancel_turn` from the moment this is called is honoured: before the prompt is
+        sent, the turn ends cancelled without prompting."""
         state = self.state
         assert state is not None
-        if self.dead:
-            raise AdapterExitedError(
-                self.process.describe_exit(),
-                returncode=self.process.proc.returncode,
-                stderr_tail=self.process.stderr_tail.text(),
-            )
+        state.cancelling = False  # the caller checked its own cancel flag just before
+        if not self.alive:
+            raise await self._exited_error()
         blocks = to_content_blocks(prompt, self.prompt_capabilities)
-        await self._ensure_supervised()
+        try:
+            await self._ensure_supervised()
+        except (ConnectionError, OSError):
+            raise await self._exited_error() from None
+        if state.cancelling:
+            return TurnOutcome(TurnEnd("cancelled"), cancelled_by_bridge=True, prompted=False)
         retried_stale = False
         while True:
             outcome = await self._one_prompt(blocks, on_events, silence_s, hard_cap_s, meta)
@@ -349,7 +478,7 @@ class AgentSession:
                 and not outcome.cancelled_by_bridge
                 and self._last_turn_cancelled
                 and not retried_stale
-                and outcome.notes == ["no-updates"]
+                and "no-updates" in outcome.notes
             )
             if not stale:
                 break
@@ -357,7 +486,7 @@ class AgentSession:
             # prompt. The agent did nothing with this one, so send it again, once.
             logger.warning(
                 "stale stop reason from the previous turn; prompting again",
-                extra={"agent": self.name, "session_id": self.session_id},
+                extra={"agent": self.log_name, "session_id": self.session_id},
             )
             retried_stale = True
         outcome.notes = [note for note in outcome.notes if note != "no-updates"]
@@ -376,10 +505,11 @@ class AgentSession:
         assert state is not None
         sink = state.sink
         sink.drain()  # updates that arrived between turns belong to no task
-        state.cancelling = False
         started = time.monotonic()
         sink.last_activity = started
         saw_updates = False
+        lost_mode: str | None = None
+        restored = False
         prompt_task = asyncio.create_task(
             self.conn.prompt(session_id=self.session_id, prompt=blocks, **dict(meta or {})),
             name=f"prompt:{self.session_id}",
@@ -394,22 +524,35 @@ class AgentSession:
                     saw_updates = True
                     hold = await on_events(batch)
                     tick_at = None if hold is None else time.monotonic() + hold
+                if lost_mode is None:
+                    lost_mode = self.unsupervised_mode()
+                    if lost_mode is not None:
+                        # The agent switched itself into a mode that acts without asking:
+                        # stop the turn now, and put the session back before anything else.
+                        logger.warning(
+                            "session left its supervised mode during a turn: cancelling it",
+                            extra={"agent": self.log_name, "mode": lost_mode},
+                        )
+                        await self.cancel_turn()
+                        restored = await self._restore_mode()
+                if batch:
                     continue
                 if prompt_task.done():
                     break
-                if self.process.exited.is_set() or self.dead:
-                    await self._raise_exited()
+                if not self.alive:
+                    raise await self._exited_error()
                 now = time.monotonic()
                 if tick_at is not None and now >= tick_at:
                     tick_at = None
                     await on_events([])
                     continue
                 if state.cancelling and cancel_deadline is None:
-                    cancel_deadline = now + CANCEL_GRACE_S
+                    cancel_deadline = now + self.plan.cancel_grace_s
                 # A question waits for the caller, not the agent: no silence limit meanwhile
                 # (the question has its own bound).
                 if state.questions:
                     sink.last_activity = now
+                    cancel_deadline = now + self.plan.cancel_grace_s
                 limits = [sink.last_activity + silence_s - now]
                 if hard_cap_s is not None:
                     limits.append(started + hard_cap_s - now)
@@ -425,26 +568,17 @@ class AgentSession:
                 if cancel_deadline is not None and now >= cancel_deadline:
                     logger.warning(
                         "agent did not stop its turn after session/cancel; stopping it",
-                        extra={"agent": self.name, "session_id": self.session_id},
+                        extra={"agent": self.log_name, "session_id": self.session_id},
                     )
                     await self.close()
+                    if lost_mode is not None:
+                        raise self._lost_error(lost_mode, restored=False)
                     return TurnOutcome(TurnEnd("cancelled"), cancelled_by_bridge=True)
-                await self.cancel_turn()
-                silent = now - sink.last_activity
-                if hard_cap_s is not None and now - started >= hard_cap_s:
-                    message = f"{self.name} did not finish its turn within {hard_cap_s:g} s"
-                else:
-                    message = f"{self.name} sent no update for {silent:.0f} s"
-                with anyio.move_on_after(CANCEL_GRACE_S):
-                    await asyncio.shield(prompt_task)
-                if not prompt_task.done():
-                    await self.close()
-                raise AdapterSilentError(message)
+                raise await self._silence_expired(prompt_task, started, silence_s, hard_cap_s)
             try:
                 response = prompt_task.result()
             except (ConnectionError, OSError):
-                await self._raise_exited()
-                raise
+                raise await self._exited_error() from None
             except RequestError as exc:
                 raise _prompt_error(self.name, exc) from None
             except ValidationError:
@@ -456,9 +590,18 @@ class AgentSession:
             if batch:
                 saw_updates = True
                 await on_events(batch)
-            usage = _usage(response.usage)
+            if lost_mode is None:
+                lost_mode = self.unsupervised_mode()
+                if lost_mode is not None:
+                    restored = await self._restore_mode()
+            if lost_mode is not None:
+                if not restored:
+                    await self.close()
+                raise self._lost_error(lost_mode, restored=restored)
             outcome = TurnOutcome(
-                TurnEnd(response.stop_reason, usage, dict(response.field_meta or {})),
+                TurnEnd(
+                    response.stop_reason, _usage(response.usage), dict(response.field_meta or {})
+                ),
                 cancelled_by_bridge=state.cancelling,
             )
             if not saw_updates:
@@ -469,88 +612,137 @@ class AgentSession:
                 prompt_task.cancel()
                 with contextlib.suppress(BaseException):
                     await prompt_task
+            elif not prompt_task.cancelled():
+                # Seen: the prompt of a session stopped meanwhile fails, and that is known.
+                prompt_task.exception()
+
+    async def _silence_expired(
+        self,
+        prompt_task: asyncio.Task[Any],
+        started: float,
+        silence_s: float,
+        hard_cap_s: float | None,
+    ) -> AdapterSilentError:
+        """session/cancel, a bounded wait for the agent to stop, then the error to raise."""
+        state = self.state
+        assert state is not None
+        now = time.monotonic()
+        if hard_cap_s is not None and now - started >= hard_cap_s:
+            message = (
+                f"{self.name} did not finish its turn within {_duration(hard_cap_s)} "
+                "(ACP_TURN_TIMEOUT_MS): the bridge cancelled it"
+            )
+        else:
+            message = (
+                f"{self.name} sent no update for {_duration(now - state.sink.last_activity)} "
+                f"(the limit is {_duration(silence_s)}, ACP_SILENCE_TIMEOUT_MS): "
+                "the bridge cancelled the turn"
+            )
+        logger.warning("turn deadline expired", extra={"agent": self.log_name, "reason": message})
+        await self.cancel_turn()
+        with anyio.move_on_after(self.plan.cancel_grace_s):
+            await asyncio.shield(prompt_task)
+        if not prompt_task.done():
+            await self.close()
+            message += " and stopped the agent, which did not stop on its own"
+        return AdapterSilentError(message)
+
+    def _lost_error(self, mode: str, *, restored: bool) -> SupervisionLostError:
+        first = (
+            f"{self.name} switched itself to its {mode!r} mode, in which it acts without "
+            "asking: the bridge cancelled the turn"
+        )
+        if restored:
+            return SupervisionLostError(f"{first} and switched it back to {self.guard_mode!r}")
+        return SupervisionLostError(
+            f"{first} and stopped the agent, which could not be switched back to "
+            f"{self.guard_mode!r}"
+        )
 
     async def cancel_turn(self) -> None:
-        """session/cancel; the turn's loop then waits (bounded) for the agent to stop."""
+        """session/cancel; the turn's loop then waits (bounded) for the agent to stop.
+        Permission requests that arrive from now on are answered `cancelled`."""
         state = self.state
-        if state is None or self.dead:
+        if state is None:
             return
+        already = state.cancelling
         state.cancelling = True
         state.decline_questions()
         state.sink.wake()
+        if already or not self.alive:
+            return
         try:
             with anyio.fail_after(CONTROL_CALL_S):
                 await self.conn.cancel(session_id=self.session_id)
         except Exception:
-            logger.warning("session/cancel could not be sent", extra={"agent": self.name})
-
-    async def _ensure_supervised(self) -> None:
-        """Before every prompt: the session must still be in its supervised mode."""
-        state = self.state
-        assert state is not None
-        target = state.supervision.supervised_mode
-        if (
-            target is None
-            or state.current_mode in (target, None)
-            or state.current_mode in READ_ONLY_MODES
-        ):
-            return
-        logger.warning(
-            "session left its supervised mode; switching back",
-            extra={"agent": self.name, "mode": state.current_mode, "target": target},
-        )
-        what = f"{self.name} could not switch back to its {target!r} mode"
-        try:
-            with anyio.fail_after(CONTROL_CALL_S):
-                if state.mode_config_id is not None:
-                    answer = await self.conn.set_config_option(
-                        config_id=state.mode_config_id, session_id=self.session_id, value=target
-                    )
-                    found = mode_from_config_options(getattr(answer, "config_options", None))
-                    if found is not None and found[1] != target:
-                        raise SupervisionError(f"{what}: it reads back as {found[1]!r}")
-                else:
-                    await self.conn.set_session_mode(session_id=self.session_id, mode_id=target)
-        except (RequestError, TimeoutError):
-            raise SupervisionError(f"{what}: it refused") from None
-        state.current_mode = target
+            logger.warning("session/cancel could not be sent", extra={"agent": self.log_name})
 
     # --- end ---------------------------------------------------------------------------
 
-    def _on_exit(self, _status: Any) -> None:
+    def _on_exit(self, status: Any) -> None:
         if not self.process.stopping:
             self.dead = True
+            self._notify_dead()
         if self.state is not None:
             self.state.sink.wake()
 
-    async def _await_exit(self) -> None:
-        with anyio.move_on_after(EXIT_REPORT_S):
-            await self.process.exited.wait()
-
-    async def _raise_exited(self) -> None:
+    def _on_broken(self, _why: str) -> None:
+        # Any failed write is fatal: the agent no longer hears the bridge.
         self.dead = True
-        await self._await_exit()
-        raise AdapterExitedError(
-            self.process.describe_exit(),
+        if self.state is not None:
+            self.state.sink.wake()
+        self._notify_dead()
+
+    def _notify_dead(self) -> None:
+        hook, self.on_dead = self.on_dead, None
+        if hook is not None:
+            hook()
+
+    async def _exit_message(self) -> str:
+        await self.process.settle(EXIT_REPORT_S)
+        if self.process.exit_status is None and self.transport.broken is not None:
+            tail = self.process.stderr_tail.text()
+            message = f"{self.name} (pid {self.process.pid}) stopped reading its input"
+            return f"{message}; last lines of its stderr:\n{tail}" if tail else message
+        return self.process.describe_exit(self.name)
+
+    async def _exited_error(self) -> AdapterExitedError:
+        self.dead = True
+        message = await self._exit_message()
+        return AdapterExitedError(
+            message,
             returncode=self.process.proc.returncode,
             stderr_tail=self.process.stderr_tail.text(),
         )
 
     @property
     def alive(self) -> bool:
-        return not self.dead and not self.process.exited.is_set()
+        return not self.dead and not self.process.exited.is_set() and self.transport.broken is None
+
+    @property
+    def closed(self) -> bool:
+        return self._closing is not None
 
     async def close(self) -> None:
-        """End the session (session/close when offered) and stop the whole process tree."""
+        """End the session (session/close when offered) and stop the whole process tree.
+        Idempotent: a second call waits for the first to finish."""
         with anyio.CancelScope(shield=True):
-            if self.alive and self.can_close and self.session_id:
-                with contextlib.suppress(Exception), anyio.move_on_after(2.0):
-                    await self.conn.close_session(session_id=self.session_id)
-            self.dead = True
-            with contextlib.suppress(Exception), anyio.move_on_after(2.0):
-                await self.conn.close()
-            # The process logs its own exit ("adapter exited", expected=true).
-            await self.process.stop()
+            if self._closing is not None:
+                await self._closing.wait()
+                return
+            self._closing = asyncio.Event()
+            self.on_dead = None
+            try:
+                if self.alive and self.can_close and self.session_id:
+                    with contextlib.suppress(Exception), anyio.move_on_after(CLOSE_CALL_S):
+                        await self.conn.close_session(session_id=self.session_id)
+                self.dead = True
+                with contextlib.suppress(Exception), anyio.move_on_after(CLOSE_CALL_S):
+                    await self.conn.close()
+                # The process logs its own exit ("adapter exited", expected=true).
+                await self.process.stop()
+            finally:
+                self._closing.set()
 
 
 def notice_for_lost_memory(name: str) -> Notice:
@@ -589,6 +781,19 @@ def _usage(usage: Any) -> dict[str, int]:
     return result
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _duration(seconds: float) -> str:
+    """'250 ms', '1.5 s', '10 min' — as an operator would write the limit."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    return f"{seconds / 60:.3g} min"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, RequestError):
         return f"JSON-RPC error {exc.code}"
@@ -597,8 +802,8 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _not_authenticated(name: str) -> str:
-    return (
+def _auth_error(name: str) -> AdapterError:
+    return AdapterStartError(
         f"{name} is not authenticated: give it its credentials (an API key in the bridge's "
         "environment, or a login with its own CLI; the README's Agents section lists what each "
         "preset needs) and try again"
@@ -607,6 +812,6 @@ def _not_authenticated(name: str) -> str:
 
 def _prompt_error(name: str, exc: RequestError) -> AdapterError:
     if exc.code == AUTH_REQUIRED:
-        return AdapterError(_not_authenticated(name))
+        return _auth_error(name)
     text = " ".join(str(exc).split())[:300]
     return AdapterError(f"{name} answered the prompt with error {exc.code}: {text}")

@@ -8,9 +8,17 @@ session the bridge knows is handed to `on_update` synchronously, in wire order, 
 the next message is read. The answer to `session/prompt` is returned to the SDK only
 after every update sent before it, so a turn's events are complete when it ends.
 
-It also closes two traps of the SDK's transport: a JSON value that is not an object is
-logged and skipped (the SDK's receive loop dies on it), and a failed write raises on
-every later send instead of hanging.
+It also closes two traps of the SDK's transport:
+
+- after one failed write the SDK's sender task is dead and every later send hangs; here
+  a write that fails marks the wire broken, tells the session at once (`on_broken`, so
+  the task fails instead of waiting for a deadline), and every later send raises
+  `ConnectionError`;
+- a line that is JSON but not an object (`[1,2]`, `42`) kills the SDK's receive loop and
+  fails every pending request although the agent is alive; here any line that is not a
+  JSON object is logged and skipped, and the turn goes on.
+
+Frames are logged at DEBUG, both ways.
 """
 
 from __future__ import annotations
@@ -25,6 +33,12 @@ logger = logging.getLogger(__name__)
 
 UpdateHandler = Callable[[dict[str, Any]], bool]
 
+# How many skipped lines are logged at WARNING per connection (the rest at DEBUG).
+SKIPPED_LINES_LOGGED = 5
+# Characters of a skipped line, or of a frame, quoted in the log.
+QUOTED_CHARS = 200
+FRAME_CHARS = 2000
+
 
 class StdioTransport:
     """Messages over an adapter's stdin and stdout (the SDK's `Transport` protocol)."""
@@ -34,26 +48,48 @@ class StdioTransport:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         on_update: UpdateHandler,
+        *,
+        label: str = "agent",
+        on_broken: Callable[[str], None] = lambda _why: None,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._on_update = on_update
+        self._label = label
+        self._on_broken = on_broken
         self._write_lock = asyncio.Lock()
-        self._broken: BaseException | None = None
+        self.broken: str | None = None
+        self.skipped_lines = 0
+        # The agentInfo of the initialize answer as sent: the SDK drops one that misses a
+        # field (a version, say), and the supervised mode is keyed by its name.
+        self.raw_agent_info: dict[str, Any] | None = None
+        self._closed = False
 
     async def send(self, message: dict[str, Any]) -> None:
-        if self._broken is not None:
-            raise ConnectionError("the adapter's stdin is closed") from self._broken
+        # An answer to the agent's own request is awaited by nobody but the SDK, which
+        # would log a traceback for a failure the session already knows about.
+        is_answer = "method" not in message
+        if self.broken is not None or self._closed:
+            if is_answer:
+                return
+            raise ConnectionError(self.broken or "the connection to the agent is closed")
         data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("acp frame out", extra={"agent": self._label, "frame": data[:FRAME_CHARS]})
         async with self._write_lock:
             try:
+                if self._writer.is_closing():
+                    raise ConnectionResetError("stdin is closed")
                 self._writer.write(data)
                 await self._writer.drain()
             except (ConnectionError, OSError, RuntimeError) as exc:
-                self._broken = exc
-                raise ConnectionError("the adapter's stdin is closed") from exc
+                self._break(f"writing to the agent failed ({type(exc).__name__})")
+                if is_answer:
+                    return
+                raise ConnectionError(self.broken) from None
 
     async def receive(self) -> dict[str, Any] | None:
+        debug = logger.isEnabledFor(logging.DEBUG)
         while True:
             line = await self._read_line()
             if not line:
@@ -61,27 +97,51 @@ class StdioTransport:
             line = line.strip()
             if not line:
                 continue
-            try:
-                message = json.loads(line)
-            except ValueError:
-                logger.warning("adapter wrote a line that is not JSON", extra={"bytes": len(line)})
+            message = _object(line)
+            if message is None:
+                self._skip(line)
                 continue
-            if not isinstance(message, dict):
-                logger.warning("adapter wrote JSON that is not an object; skipped")
-                continue
+            if debug:
+                logger.debug(
+                    "acp frame in", extra={"agent": self._label, "frame": line[:FRAME_CHARS]}
+                )
             if message.get("method") == "session/update" and "id" not in message:
                 params = message.get("params")
                 if isinstance(params, dict) and self._on_update(params):
                     continue
+            elif self.raw_agent_info is None:
+                result = message.get("result")
+                if isinstance(result, dict) and isinstance(result.get("agentInfo"), dict):
+                    self.raw_agent_info = result["agentInfo"]
             return message
 
     async def close(self) -> None:
+        self._closed = True
         async with self._write_lock:
             try:
                 if not self._writer.is_closing():
                     self._writer.close()
             except (ConnectionError, OSError, RuntimeError):
                 pass
+
+    def _break(self, why: str) -> None:
+        if self.broken is None:
+            self.broken = why
+            logger.warning("acp wire broken", extra={"agent": self._label, "reason": why})
+            self._on_broken(why)
+
+    def _skip(self, line: bytes) -> None:
+        self.skipped_lines += 1
+        level = logging.WARNING if self.skipped_lines <= SKIPPED_LINES_LOGGED else logging.DEBUG
+        logger.log(
+            level,
+            "agent wrote a line that is not a JSON-RPC message; skipped",
+            extra={
+                "agent": self._label,
+                "line": line[:QUOTED_CHARS].decode("utf-8", "replace"),
+                "skipped": self.skipped_lines,
+            },
+        )
 
     async def _read_line(self) -> bytes:
         pieces: list[bytes] = []
@@ -98,3 +158,14 @@ class StdioTransport:
             return b"".join(pieces)
         except (ConnectionError, OSError):
             return b""
+
+
+def _object(line: bytes) -> dict[str, Any] | None:
+    """The line as a JSON object, or None (not JSON, or JSON of another type)."""
+    if not line.startswith(b"{"):
+        return None
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
