@@ -3,6 +3,8 @@ right state with a message that says what happened, and no process of the agent 
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -183,4 +185,46 @@ async def test_permission_requests_with_uuid_string_ids_are_answered(tmp_path: P
     task, log = await run_one(tmp_path, script)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "permission t1: allow-once" in answer_text(task)
+    assert living(log) == []
+
+
+async def test_the_agent_gets_only_the_allowlisted_environment_and_the_names_added_to_it(
+    tmp_path: Path,
+) -> None:
+    agent, log = logged_agent(tmp_path, {"turns": [[{"op": "env"}]]})
+    settings = make_settings(tmp_path, {"ACP_AGENT": agent, "ACP_AGENT_ENV": "MY_TOOL_HOME"})
+    environ = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "LC_ALL": "C.UTF-8",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "NODE_OPTIONS": "--max-old-space-size=512",
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "CODEX_HOME": str(tmp_path / "codex"),
+        "MY_TOOL_HOME": str(tmp_path / "tool"),
+        "AWS_SECRET_ACCESS_KEY": "not for the agent",
+        "GITHUB_TOKEN": "not for the agent",
+        "A2A_TOKEN": "not for the agent either",
+        "ACP_SUPERVISED_MODE_X": "nor this",
+    }
+    async with serve_bridge(settings, environ=environ) as bridge, httpx.AsyncClient() as client:
+        task = await send(client, bridge.rpc_url, "go")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    seen = set(json.loads(answer_text(task)))
+    assert {
+        "PATH",
+        "HOME",
+        "LC_ALL",
+        "HTTPS_PROXY",
+        "NODE_OPTIONS",
+        "ANTHROPIC_API_KEY",
+        "CODEX_HOME",
+        "MY_TOOL_HOME",
+    } <= seen
+    assert not seen & {
+        "AWS_SECRET_ACCESS_KEY",
+        "GITHUB_TOKEN",
+        "A2A_TOKEN",
+        "ACP_SUPERVISED_MODE_X",
+    }
     assert living(log) == []

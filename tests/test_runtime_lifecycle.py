@@ -141,6 +141,27 @@ async def test_a_running_turn_keeps_its_adapter_however_long_the_idle_limit(
         assert order.index("session/close") > order.index("prompt_done")
 
 
+async def test_an_adapter_that_dies_between_turns_has_the_rest_of_its_tree_stopped_at_once(
+    tmp_path: Path,
+) -> None:
+    script = {
+        "turns": [
+            [
+                {"op": "child", "seconds": 300},
+                {"op": "say", "text": "done"},
+                {"op": "after", "delay": 0.2, "steps": [{"op": "crash", "code": 6}]},
+            ]
+        ]
+    }
+    agent, log = logged_agent(tmp_path, script)
+    settings = make_settings(tmp_path, {"ACP_AGENT": agent})
+    async with serve_bridge(settings) as bridge, httpx.AsyncClient(timeout=30) as client:
+        task = await send(client, bridge.rpc_url, "go")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        # No message follows: the bridge notices the exit itself and stops the child.
+        assert await wait_until_gone(log) == []
+
+
 @pytest.mark.parametrize("shim", ["bash", "node"])
 async def test_no_process_survives_behind_a_shim_even_when_the_agent_ignores_eof_and_sigterm(
     tmp_path: Path, shim: str

@@ -263,8 +263,9 @@ async def test_the_operator_can_name_another_supervised_mode_and_it_is_checked_t
     assert events(missing_log, "session/prompt") == []
 
 
+@pytest.mark.parametrize("update", ["mode", "config_mode"])
 async def test_an_agent_that_switches_itself_out_of_supervision_mid_turn_is_cancelled_and_reset(
-    tmp_path: Path,
+    tmp_path: Path, update: str
 ) -> None:
     script = {
         "agent_info": CLAUDE_INFO,
@@ -273,7 +274,7 @@ async def test_an_agent_that_switches_itself_out_of_supervision_mid_turn_is_canc
         "turns": [
             [
                 {"op": "say", "text": "switching"},
-                {"op": "mode", "id": "auto"},
+                {"op": update, "id": "auto"},
                 {"op": "sleep", "seconds": 30},
                 {"op": "say", "text": "acting unsupervised"},
             ],

@@ -42,6 +42,7 @@ Steps (`op`):
                                        {"write": PATH, "text": TEXT} or {"say": TEXT};
                                        the answer is reported as "permission ID: ANSWER"
     mode ID                            current_mode_update
+    config_mode ID                     the same change as a config_option_update (codex)
     plan [[content, status], ...]      plan update
     sleep SECONDS                      wait (session/cancel ends the turn `cancelled`)
     wait_cancel [delay] [reason] [then_continue]
@@ -276,6 +277,12 @@ class ScriptedAgent:
             self.mode = step["id"]
             await self._update(
                 session_id, {"sessionUpdate": "current_mode_update", "currentModeId": step["id"]}
+            )
+        elif op == "config_mode":
+            self.mode = step["id"]
+            await self._update(
+                session_id,
+                {"sessionUpdate": "config_option_update", "configOptions": [self._mode_option()]},
             )
         elif op == "plan":
             entries = [
