@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -18,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from a2a_acp_bridge.metrics import Metrics
 from tests.support.agents import scripted_agent
 from tests.support.server import make_settings, serve_bridge
-from tests.support.wire import A2A_HEADERS, send
+from tests.support.wire import A2A_HEADERS, rpc, send, user_message
 
 pytestmark = pytest.mark.anyio
 
@@ -222,3 +224,21 @@ async def test_the_json_log_has_one_line_per_lifecycle_edge_with_the_ids(tmp_pat
     # The caller's words never reach the log above DEBUG.
     assert SECRET not in raw
     assert all(r["level"] in ("info", "warning") for r in records)
+
+
+async def test_at_debug_the_prompt_is_logged_with_files_by_size_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blob = base64.b64encode(b"\x00binary-content-" * 64).decode()
+    message = user_message(f"read a.txt {SECRET}")
+    message["parts"].append({"raw": blob, "filename": "blob.bin", "mediaType": "application/x"})
+    caplog.set_level(logging.DEBUG, logger="a2a_acp_bridge.a2a.executor")
+    async with serve_bridge(make_settings(tmp_path)) as bridge, httpx.AsyncClient() as client:
+        reply = await rpc(client, bridge.rpc_url, "SendMessage", {"message": message})
+    assert "result" in reply, reply
+    (record,) = [r for r in caplog.records if r.getMessage() == "task prompt"]
+    assert record.levelno == logging.DEBUG
+    assert vars(record)["prompt"] == [
+        f"read a.txt {SECRET}",
+        "<file blob.bin application/x, 1024 bytes>",
+    ]

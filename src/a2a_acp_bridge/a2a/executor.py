@@ -71,7 +71,7 @@ from a2a_acp_bridge.progress import (
     StatusText,
     TurnProgress,
 )
-from a2a_acp_bridge.prompt import PromptPart
+from a2a_acp_bridge.prompt import BlobPart, LinkPart, PromptPart, TextPart
 
 logger = logging.getLogger(__name__)
 
@@ -484,7 +484,7 @@ class BridgeExecutor(AgentExecutor):
         except InputProblem as problem:
             raise InvalidParamsError(message=str(problem)) from None
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("task prompt", extra={"prompt": [str(part) for part in prompt]})
+            logger.debug("task prompt", extra={"prompt": [_loggable(part) for part in prompt]})
         task = None
         if current is None:
             task = Task(id=task_id, context_id=context_id, history=[message])
@@ -573,6 +573,17 @@ def _may_reply_directly(context: RequestContext) -> bool:
     call = context.call_context
     state = call.state if call is not None else {}
     return state.get("method") not in STREAMING_METHODS and not state.get("rest_stream", False)
+
+
+def _loggable(part: PromptPart) -> str:
+    """A prompt part for the DEBUG log: text as it is, files by name and size only."""
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, BlobPart):
+        return f"<file {part.name or ''} {part.media_type}, {len(part.data)} bytes>"
+    if isinstance(part, LinkPart):
+        return f"<link {part.uri}>"
+    return part.as_text()
 
 
 def _display_path(path: str, root: Path | None) -> str:
