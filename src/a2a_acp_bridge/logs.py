@@ -83,10 +83,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+# On a terminal these come first (what was decided), and the ids last, cut to 8 characters
+# (enough to tell conversations apart by eye; the JSON lines keep them whole).
+_FIRST = ("state", "verdict", "rule", "chosen", "reason", "error")
+_SHORT_IDS = {"context_id": "ctx", "task_id": "task", "session_id": "session"}
+
+
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
-        fields = " ".join(f"{key}={_short(value)}" for key, value in record_fields(record).items())
+        found = record_fields(record)
+        ordered = [key for key in _FIRST if key in found]
+        ordered += [key for key in found if key not in _FIRST and key not in _SHORT_IDS]
+        parts = [f"{key}={_short(found[key])}" for key in ordered]
+        parts += [
+            f"{short}={str(found[key])[:8]}" for key, short in _SHORT_IDS.items() if found.get(key)
+        ]
+        fields = " ".join(parts)
         line = f"{stamp} {record.levelname:<7} {record.getMessage()}"
         if fields:
             line = f"{line}  {fields}"
@@ -96,9 +109,14 @@ class TextFormatter(logging.Formatter):
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= 200 else text[:197] + "..."
+    if not isinstance(value, str):
+        text = json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+        return text if len(text) <= 200 else text[:197] + "..."
+    text = " ".join(value.split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    # Quoted when it holds a space, so `key=value` pairs stay unambiguous.
+    return json.dumps(text, ensure_ascii=False) if " " in text or not text else text
 
 
 def make_handler(stream: TextIO, *, use_json: bool) -> logging.Handler:
