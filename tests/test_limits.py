@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import shlex
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +37,8 @@ pytestmark = pytest.mark.anyio
 TOKEN = "limits-test-token-0123456789abcdef"
 # Bound on waiting for a long task to reach its agent (it has to start an adapter).
 BUSY_S = 30.0
+# Past this the watchdog ends a test run whose event loop stopped turning.
+STALL_S = 120
 
 
 def send_body(text: str) -> dict[str, Any]:
@@ -271,3 +276,58 @@ async def test_beyond_the_queue_cap_a_task_of_a_busy_conversation_is_rejected(
     assert refused["contextId"] == context_id
     assert queued["final"] == "TASK_STATE_CANCELED"
     assert busy["final"] == "TASK_STATE_CANCELED"
+
+
+async def test_cancelling_a_queued_task_while_the_first_adapter_starts_leaves_the_first_running(
+    tmp_path: Path,
+) -> None:
+    # A regression here froze the event loop (no timeout could fire), so a watchdog thread
+    # ends the run loudly instead of letting it hang.
+    faulthandler.dump_traceback_later(STALL_S, exit=True)
+    slow_start = shlex.join(
+        ["sh", "-c", f"sleep 2; exec {shlex.quote(sys.executable)} -m a2a_acp_bridge.demo_agent"]
+    )
+    settings = make_settings(tmp_path, {"ACP_AGENT": slow_start})
+    try:
+        async with (
+            serve_bridge(settings) as bridge,
+            httpx.AsyncClient(timeout=60) as client,
+            anyio.create_task_group() as group,
+        ):
+            first: dict[str, Any] = {}
+            submitted = anyio.Event()
+
+            async def run_first() -> None:
+                message = user_message("write first.txt: still here")
+                async for event in stream(client, bridge.rpc_url, {"message": message}):
+                    if "task" in event:
+                        first["contextId"] = event["task"]["contextId"]
+                        submitted.set()
+                    if state_of(event) in TERMINAL:
+                        first["final"] = state_of(event)
+
+            group.start_soon(run_first)
+            with anyio.fail_after(BUSY_S):
+                await submitted.wait()
+            second: dict[str, Any] = {}
+            queued = anyio.Event()
+
+            async def run_second() -> None:
+                message = user_message("write second.txt: x", context_id=first["contextId"])
+                async for event in stream(client, bridge.rpc_url, {"message": message}):
+                    if "task" in event:
+                        second["taskId"] = event["task"]["id"]
+                    update = event.get("statusUpdate")
+                    if update and "Queued" in status_text(update["status"]):
+                        queued.set()
+                    if state_of(event) in TERMINAL:
+                        second["final"] = state_of(event)
+
+            group.start_soon(run_second)
+            with anyio.fail_after(BUSY_S):
+                await queued.wait()
+            await cancel(client, bridge, second["taskId"])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert second["final"] == "TASK_STATE_CANCELED"
+    assert first["final"] == "TASK_STATE_COMPLETED"

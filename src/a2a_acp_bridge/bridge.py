@@ -360,6 +360,9 @@ class Bridge:
             await _first_of(starting, ticket.wake)
             if ticket.cancel_requested:
                 raise TurnCancelled
+            # Woken for another reason (a task behind this one left the queue): a wake left
+            # set would make _first_of return at once and this loop spin, freezing the loop.
+            ticket.wake = anyio.Event()
             if conversation.start_error is not None and conversation.session is None:
                 raise conversation.start_error
 
