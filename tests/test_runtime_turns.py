@@ -358,7 +358,7 @@ async def test_a_cancel_while_the_session_is_put_back_in_its_mode_is_honoured_wi
         "agent_info": CLAUDE_INFO,
         "modes": CLAUDE_MODES,
         "config_mode": True,
-        "delay_after_prompt": {"session/set_config_option": 1.0},
+        "delay_after_prompt": {"session/set_config_option": 2.0},
         "by_prompt": {
             "first": [
                 {"op": "say", "text": "one"},

@@ -175,7 +175,9 @@ class AdapterProcess:
         self._stopping = False
         # Ids the process serves (session_id, context_id), added to its exit log line.
         self.log_fields: dict[str, str] = {}
-        self._stopped = asyncio.Event()
+        self._stopped: asyncio.Event | None = None
+        # Whether the adapter exited before the bridge decided to stop it (a crash).
+        self.exited_on_its_own = False
         entry = _read_entry(proc.pid)
         self._start_time = entry.start if entry is not None else None
 
@@ -202,6 +204,11 @@ class AdapterProcess:
     def stopping(self) -> bool:
         """True once the bridge decided to stop it: an exit after that is not a crash."""
         return self._stopping
+
+    def expect_exit(self) -> None:
+        """The bridge is about to end the adapter (closing its connection first, say): an
+        exit from now on is expected, not a crash."""
+        self._stopping = True
 
     def on_exit(self, callback: Callable[[ExitStatus], None]) -> None:
         """Call `callback` (synchronously, once) when the process exits."""
@@ -279,6 +286,7 @@ class AdapterProcess:
                 await asyncio.sleep(EXIT_POLL_S)
         finally:
             _TREE.forget(self)
+        self.exited_on_its_own = not self._stopping
         self.exited.set()
         status = ExitStatus(self.proc.returncode)
         logger.log(
@@ -302,10 +310,11 @@ class AdapterProcess:
 
     async def stop(self, grace: float = STOP_GRACE_S, term_grace: float = TERM_GRACE_S) -> None:
         """Stop the adapter and every process of its tree. Safe to call twice; shielded."""
-        if self._stopping:
+        if self._stopped is not None:
             with anyio.CancelScope(shield=True):
                 await self._stopped.wait()
             return
+        self._stopped = asyncio.Event()
         self._stopping = True
         with anyio.CancelScope(shield=True):
             try:
@@ -320,13 +329,16 @@ class AdapterProcess:
         remembered = set(self.escapees)
         if self._owns_ids(table):
             remembered |= _descendants(table, self.pid)
+        # An adapter that already died (a crash) leaves orphans that no stdin EOF will
+        # reach: they get SIGTERM at once, so the conversation's next adapter need not wait.
+        crashed = self.exited.is_set() and self.exited_on_its_own
         with contextlib.suppress(Exception):
             if self.proc.stdin is not None and not self.proc.stdin.is_closing():
                 self.proc.stdin.close()
-        # The whole tree gets the grace to wind down on its own (claude's native child
-        # outlives its node parent by a moment, saving the session that a later
+        # Otherwise the whole tree gets the grace to wind down on its own (claude's native
+        # child outlives its node parent by a moment, saving the session that a later
         # session/load reads).
-        with anyio.move_on_after(grace):
+        with anyio.move_on_after(0 if crashed else grace):
             await self.exited.wait()
             while self._tree(remembered):  # noqa: ASYNC110 - no event tells of a tree
                 await asyncio.sleep(EXIT_POLL_S)

@@ -732,6 +732,9 @@ class AgentSession:
                 return
             self._closing = asyncio.Event()
             self.on_dead = None
+            # Closing the connection closes stdin, and the adapter may exit before its
+            # tree is stopped: that exit is the bridge's doing, not a crash.
+            self.process.expect_exit()
             try:
                 if self.alive and self.can_close and self.session_id:
                     with contextlib.suppress(Exception), anyio.move_on_after(CLOSE_CALL_S):
