@@ -318,6 +318,25 @@ async def test_a_message_to_a_terminal_task_is_an_unsupported_operation(
     assert error_code(reply) == -32004
 
 
+async def test_a_message_to_a_task_still_working_is_refused_not_lost(
+    bridge: RunningBridge,
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        reply = await rpc(
+            client,
+            bridge.rpc_url,
+            "SendMessage",
+            {"message": user_message("long"), "configuration": {"returnImmediately": True}},
+        )
+        task_id = reply["result"]["task"]["id"]
+        await _wait_for_state(client, bridge.rpc_url, task_id, {"TASK_STATE_WORKING"})
+        extra = user_message("and also this", task_id=task_id)
+        refused = await rpc(client, bridge.rpc_url, "SendMessage", {"message": extra})
+        await rpc(client, bridge.rpc_url, "CancelTask", {"id": task_id})
+    assert error_code(refused) == -32004
+    assert "still working" in refused["error"]["message"]
+
+
 async def test_the_rest_binding_serves_the_same_operations(bridge: RunningBridge) -> None:
     async with httpx.AsyncClient(timeout=30) as client:
         sent = await rest(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import StreamResponse, TaskState
+from google.protobuf.json_format import ParseDict
 
+from a2a_acp_bridge.a2a.client import render
 from tests.support.agents import scripted_agent
 from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import answer_text, rpc, send, state_of, status_text, stream, user_message
@@ -198,3 +202,31 @@ async def test_a_refused_permission_is_never_turned_into_a_question(tmp_path: Pa
     assert states[-1] == "TASK_STATE_COMPLETED"
     lines = [status_text(e["statusUpdate"]["status"]) for e in events if "statusUpdate" in e]
     assert any(line.startswith("Refused by the bridge") for line in lines)
+
+
+def test_the_send_command_shows_the_question_s_fields_and_how_to_reply() -> None:
+    event = ParseDict(
+        {
+            "statusUpdate": {
+                "taskId": "t-1",
+                "contextId": "c-1",
+                "status": {
+                    "state": "TASK_STATE_INPUT_REQUIRED",
+                    "message": {
+                        "messageId": "m",
+                        "role": "ROLE_AGENT",
+                        "parts": [{"text": "Where to push?"}, {"data": FORM}],
+                    },
+                },
+            }
+        },
+        StreamResponse(),
+    )
+    out = io.StringIO()
+    state = render(event, out, [False])
+    assert state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert out.getvalue().splitlines() == [
+        "[INPUT_REQUIRED] Where to push?",
+        "  answer with: branch (string, required), force (boolean)",
+        "  reply with: send --task t-1 TEXT",
+    ]

@@ -57,6 +57,11 @@ def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int |
                 out.write(f"· {text}\n")
             return None
         out.write(f"[{_state_name(status.state)}]" + (f" {text}" if text else "") + "\n")
+        if status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            fields = _form_fields(status.message)
+            if fields:
+                out.write(f"  answer with: {fields}\n")
+            out.write(f"  reply with: send --task {event.status_update.task_id} TEXT\n")
         if status.state in (
             TaskState.TASK_STATE_COMPLETED,
             TaskState.TASK_STATE_FAILED,
@@ -67,6 +72,24 @@ def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int |
         ):
             return status.state
     return None
+
+
+def _form_fields(message: Message) -> str:
+    """The fields of a question's form (a JSON Schema in a data part), for one line."""
+    for part in message.parts:
+        if part.WhichOneof("content") != "data":
+            continue
+        schema = MessageToDict(part.data)
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict):
+            continue
+        required = set(schema.get("required") or [])
+        return ", ".join(
+            f"{name} ({spec.get('type', 'any') if isinstance(spec, dict) else 'any'}"
+            + (", required)" if name in required else ")")
+            for name, spec in properties.items()
+        )
+    return ""
 
 
 def _headers(token: str | None) -> dict[str, str]:

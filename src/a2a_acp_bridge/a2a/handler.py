@@ -4,7 +4,9 @@ A message is turned into prompt parts before any task exists (a2a/input.py), so 
 over its budget, or a file the agent cannot accept, is an error the caller gets at once
 (InvalidParams -32602, ContentTypeNotSupported -32005) and no half-made task is left in
 the store. A follow-up that names only its taskId is given that task's contextId before
-the SDK sees it (a2a-sdk 1.3.0 would invent a fresh one and store the message under it).
+the SDK sees it (a2a-sdk 1.3.0 would invent a fresh one and store the message under it); a
+message to a terminal task is refused here (-32004), before the SDK builds a task runner it
+would then leak.
 Any exception the SDK did not turn into an A2A error is logged with its
 traceback and answered with a plain internal error: the caller never sees a traceback or
 a foreign exception's text.
@@ -28,12 +30,14 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskState,
 )
 from a2a.utils.errors import (
     A2AError,
     ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
+    UnsupportedOperationError,
 )
 
 from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message
@@ -44,6 +48,15 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 INTERNAL = "Internal error (see the bridge's log)"
+BUSY_STATES = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+TERMINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 
 class BridgeRequestHandler(DefaultRequestHandler):
@@ -69,10 +82,26 @@ class BridgeRequestHandler(DefaultRequestHandler):
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         self.check_input(params)
         message = params.message
-        if message.task_id and not message.context_id:
-            task = await self.task_store.get(message.task_id, context)
-            if isinstance(task, Task):
-                message.context_id = task.context_id
+        if not message.task_id:
+            return
+        task = await self.task_store.get(message.task_id, context)
+        if not isinstance(task, Task):
+            return  # the SDK answers TaskNotFoundError
+        if task.status.state in TERMINAL_STATES:
+            # Refused here: the SDK would first make (and leak) a task runner for it.
+            state = TaskState.Name(task.status.state)
+            raise UnsupportedOperationError(
+                message=f"Task {task.id} is in terminal state: {state}; "
+                "send a new message in its context instead"
+            )
+        if task.status.state in BUSY_STATES:
+            # The SDK would queue it behind the running turn and drop it when the task ends.
+            raise UnsupportedOperationError(
+                message=f"Task {task.id} is still working: wait until it completes or asks "
+                "for input, or send a new message in its context (it runs after this one)"
+            )
+        if not message.context_id:
+            message.context_id = task.context_id
 
     async def _guarded(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
         try:
