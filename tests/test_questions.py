@@ -16,7 +16,16 @@ from google.protobuf.json_format import ParseDict
 from a2a_acp_bridge.a2a.client import render
 from tests.support.agents import scripted_agent
 from tests.support.server import make_settings, serve_bridge
-from tests.support.wire import answer_text, rpc, send, state_of, status_text, stream, user_message
+from tests.support.wire import (
+    TERMINAL,
+    answer_text,
+    rpc,
+    send,
+    state_of,
+    status_text,
+    stream,
+    user_message,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -141,7 +150,7 @@ async def test_an_unanswered_question_is_declined_after_its_time(tmp_path: Path)
         with anyio.fail_after(20):
             while True:
                 task = (await rpc(c, bridge.rpc_url, "GetTask", {"id": asked["id"]}))["result"]
-                if task["status"]["state"] != "TASK_STATE_INPUT_REQUIRED":
+                if task["status"]["state"] in TERMINAL:
                     break
                 await anyio.sleep(0.05)
     (answer,) = _answers(task)

@@ -87,7 +87,7 @@ def _form_fields(message: Message) -> str:
         return ", ".join(
             f"{name} ({spec.get('type', 'any') if isinstance(spec, dict) else 'any'}"
             + (", required)" if name in required else ")")
-            for name, spec in properties.items()
+            for name, spec in sorted(properties.items())
         )
     return ""
 
