@@ -84,6 +84,7 @@ class Rule(enum.Enum):
     SANDBOX_NOT_INTACT = "sandbox-not-intact"
     TURN_CANCELLED = "turn-cancelled"
     CLASSIFIER_FAILED = "classifier-failed"
+    MALFORMED_REQUEST = "malformed-request"
 
 
 @dataclass(frozen=True)

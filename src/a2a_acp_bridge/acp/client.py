@@ -326,6 +326,23 @@ class BridgeClient:
             decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
         else:
             decision, reply = self._classify(state, request, offered)
+        self._record(state, session_id, request, decision, reply)
+        if reply.option_id is None:
+            return _cancelled()
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=reply.option_id)
+        )
+
+    def _record(
+        self,
+        state: SessionState,
+        session_id: str,
+        request: PermissionRequest,
+        decision: Decision,
+        reply: Answer,
+    ) -> None:
+        """Log a decision, count it, and tell the task (a refusal is always reported)."""
+        offered = request.options
         allowed = decision.allow and reply.allows
         refusal = None if allowed else refusal_record(request, decision, reply)
         verdict = "allow" if allowed else "deny"
@@ -360,11 +377,38 @@ class BridgeClient:
                     refusal=refusal,
                 )
             )
-        if reply.option_id is None:
-            return _cancelled()
-        return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id=reply.option_id)
+
+    def malformed_permission(self, params: Any, problem: str) -> None:
+        """A permission request the SDK could not read: the transport answered it
+        `cancelled`; here it is logged and reported as a refusal like any other."""
+        raw = params if isinstance(params, dict) else {}
+        session_id = raw.get("sessionId")
+        state = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        found = raw.get("toolCall")
+        tool_call: dict[str, Any] = found if isinstance(found, dict) else {}
+        title = tool_call.get("title")
+        kind = tool_call.get("kind")
+        request = PermissionRequest(
+            tool_call_id=str(tool_call.get("toolCallId") or "unknown"),
+            title=title if isinstance(title, str) else None,
+            kind=kind if isinstance(kind, str) else None,
         )
+        decision = Decision(
+            False,
+            Rule.MALFORMED_REQUEST,
+            f"the agent's permission request could not be read ({problem}), so it was "
+            "answered cancelled",
+        )
+        if state is None:
+            logger.warning(
+                "malformed permission request answered cancelled",
+                extra={"agent": self.label, "problem": problem},
+            )
+            return
+        state.sink.touch()
+        effect = refusal_effect(state.supervision.profile, None, leaving_plan=False)
+        reply = Answer(None, turn_effect=effect, note=problem)
+        self._record(state, str(session_id), request, decision, reply)
 
     def _classify(
         self, state: SessionState, request: PermissionRequest, offered: list[PermissionOption]

@@ -134,6 +134,7 @@ class AgentSession:
             self.client.update_from_wire,
             label=plan.label,
             on_broken=self._on_broken,
+            on_bad_permission=self.client.malformed_permission,
         )
         # BridgeClient has every method of acp.Client without subclassing it (the SDK's
         # stubs would answer null to what the bridge does not serve). elicitation/create

@@ -8,6 +8,10 @@ session the bridge knows is handed to `on_update` synchronously, in wire order, 
 the next message is read. The answer to `session/prompt` is returned to the SDK only
 after every update sent before it, so a turn's events are complete when it ends.
 
+A `session/request_permission` the SDK cannot read (an unknown option kind, a missing id)
+would be answered with a JSON-RPC error by the SDK, before the classifier sees it; here it
+is answered `cancelled` and reported as a refusal (`on_bad_permission`).
+
 It also closes two traps of the SDK's transport:
 
 - after one failed write the SDK's sender task is dead and every later send hangs; here
@@ -29,9 +33,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from acp.schema import RequestPermissionRequest
+from pydantic import ValidationError
+
 logger = logging.getLogger(__name__)
 
 UpdateHandler = Callable[[dict[str, Any]], bool]
+BadPermissionHandler = Callable[[Any, str], None]
+PERMISSION_METHOD = "session/request_permission"
 
 # How many skipped lines are logged at WARNING per connection (the rest at DEBUG).
 SKIPPED_LINES_LOGGED = 5
@@ -51,12 +60,14 @@ class StdioTransport:
         *,
         label: str = "agent",
         on_broken: Callable[[str], None] = lambda _why: None,
+        on_bad_permission: BadPermissionHandler = lambda _params, _problem: None,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._on_update = on_update
         self._label = label
         self._on_broken = on_broken
+        self._on_bad_permission = on_bad_permission
         self._write_lock = asyncio.Lock()
         self.broken: str | None = None
         self.skipped_lines = 0
@@ -108,6 +119,21 @@ class StdioTransport:
             if message.get("method") == "session/update" and "id" not in message:
                 params = message.get("params")
                 if isinstance(params, dict) and self._on_update(params):
+                    continue
+            elif message.get("method") == PERMISSION_METHOD and "id" in message:
+                problem = permission_problem(message.get("params"))
+                if problem is not None:
+                    # The SDK would answer a JSON-RPC error, which adapters read as an
+                    # abort (codex) or a tool failure with no reason: answer `cancelled`,
+                    # the one answer every adapter takes, and report the refusal.
+                    self._on_bad_permission(message.get("params"), problem)
+                    await self.send(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": message["id"],
+                            "result": {"outcome": {"outcome": "cancelled"}},
+                        }
+                    )
                     continue
             elif self.raw_agent_info is None:
                 result = message.get("result")
@@ -169,3 +195,14 @@ def _object(line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def permission_problem(params: Any) -> str | None:
+    """Why a session/request_permission cannot be read, or None when it can."""
+    try:
+        RequestPermissionRequest.model_validate(params)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "params"
+        return f"{where}: {first['msg']}"
+    return None
