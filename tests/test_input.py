@@ -148,6 +148,42 @@ TWO = QuestionAsked(
     "Where?",
     {"properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "required": ["a"]},
 )
+# claude-agent-acp 0.101 asks Claude Code's AskUserQuestion this way: a choice and an
+# "Other" box per question, nothing required.
+ASK_USER = QuestionAsked(
+    "q",
+    "Which database?",
+    {
+        "type": "object",
+        "properties": {
+            "question_0": {
+                "type": "string",
+                "oneOf": [
+                    {"const": "Postgres", "title": "Postgres"},
+                    {"const": "SQLite", "title": "SQLite (file)"},
+                ],
+            },
+            "question_0_custom": {"type": "string", "title": "Other"},
+        },
+    },
+)
+PICK = QuestionAsked(
+    "q",
+    "Colour?",
+    {"properties": {"colour": {"type": "string", "enum": ["red", "green"]}}},
+)
+MANY = QuestionAsked(
+    "q",
+    "Which checks?",
+    {
+        "properties": {
+            "checks": {
+                "type": "array",
+                "items": {"anyOf": [{"const": "lint", "title": "Lint"}]},
+            }
+        }
+    },
+)
 IDS = {"taskId": "t", "contextId": "c", "messageId": "m1"}
 
 
@@ -159,8 +195,28 @@ IDS = {"taskId": "t", "contextId": "c", "messageId": "m1"}
         (FLAG, [{"text": "No"}], {"go": False}),
         (COUNT, [{"text": "3"}], {"n": 3}),
         (TWO, [{"data": {"a": "x", "b": "y"}}], {"a": "x", "b": "y"}),
+        (ASK_USER, [{"text": "sqlite (FILE)"}], {"question_0": "SQLite"}),
+        (ASK_USER, [{"text": "postgres"}], {"question_0": "Postgres"}),
+        (
+            ASK_USER,
+            [{"text": "Redis, not Memcached"}],
+            {"question_0_custom": "Redis, not Memcached"},
+        ),
+        (PICK, [{"text": "Green"}], {"colour": "green"}),
+        (MANY, [{"text": "lint"}], {"checks": ["lint"]}),
     ],
-    ids=["text-to-string", "yes", "no", "integer", "data"],
+    ids=[
+        "text-to-string",
+        "yes",
+        "no",
+        "integer",
+        "data",
+        "option-by-title",
+        "option-by-value",
+        "other-box",
+        "enum",
+        "multi-select",
+    ],
 )
 def test_an_answer_fills_the_form(
     question: QuestionAsked, parts: list[dict[str, Any]], content: dict[str, Any]
@@ -181,8 +237,17 @@ def test_an_answer_fills_the_form(
         (ONE, [{"raw": b64(b"x")}], "a file cannot answer"),
         (ONE, [{"text": " "}], "holds no answer"),
         (ONE, [{"data": [1, 2]}], "JSON object"),
+        (PICK, [{"text": "blue"}], "not one of the options of 'colour': red, green"),
     ],
-    ids=["text-for-two-fields", "missing-required", "not-a-number", "file", "empty", "list"],
+    ids=[
+        "text-for-two-fields",
+        "missing-required",
+        "not-a-number",
+        "file",
+        "empty",
+        "list",
+        "not-an-option",
+    ],
 )
 def test_a_message_that_does_not_answer_says_why(
     question: QuestionAsked, parts: list[dict[str, Any]], words: str

@@ -85,10 +85,13 @@ def reply_from_message(
 ) -> QuestionReply | str:
     """The caller's message as the answer to the agent's question, or why it is not one.
 
-    A data part (a JSON object) is the form's content. Text answers a form of one field
-    (string, number, integer or yes/no boolean); a form without fields is accepted as it
-    is, with the text in `_meta.a2a.text`. A file cannot answer a form; a form of several
-    fields needs a data part; required fields must be there."""
+    A data part (a JSON object) is the form's content. Text answers a form too: a form of
+    one field takes it as that field's value (a string, a number, an integer, yes/no for a
+    boolean, one of the options of a choice); in a form of several fields, text naming an
+    option of exactly one choice picks it, and any other text goes to the one free-text
+    field (claude-agent-acp's AskUserQuestion form: a choice and an "Other" box per
+    question). A form without fields is accepted as it is, the text in `_meta.a2a.text`.
+    A file cannot answer a form; required fields must be there."""
     content: dict[str, Any] = {}
     texts: list[str] = []
     for part in message.parts:
@@ -104,22 +107,20 @@ def reply_from_message(
         else:
             return "a file cannot answer the agent's question: reply with text or a data part"
     text = "\n".join(texts).strip()
-    properties = question.schema.get("properties") or {}
+    raw_properties = question.schema.get("properties") or {}
+    properties = {
+        name: spec if isinstance(spec, Mapping) else {} for name, spec in raw_properties.items()
+    }
     required = list(question.schema.get("required") or [])
     a2a_meta = dict(meta)
     if not content and text:
         if not properties:
             a2a_meta["text"] = text
             return QuestionReply("accept", None, {"a2a": a2a_meta})
-        if len(properties) != 1:
-            names = ", ".join(sorted(properties))
-            return f"the question has several fields ({names}): answer with a data part"
-        ((name, spec),) = properties.items()
-        value = _typed(text, spec if isinstance(spec, Mapping) else {})
-        if value is None:
-            kind = spec.get("type", "value") if isinstance(spec, Mapping) else "value"
-            return f"{text!r} is not a valid {kind} for the field {name!r}"
-        content = {name: value}
+        filled = _text_answer(text, properties)
+        if isinstance(filled, str):
+            return filled
+        content = filled
     elif text:
         a2a_meta["text"] = text
     if not content and not text:
@@ -128,6 +129,59 @@ def reply_from_message(
     if missing:
         return "the answer lacks the required field(s) " + ", ".join(missing)
     return QuestionReply("accept", content or None, {"a2a": a2a_meta})
+
+
+def _options(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(value, title) of every option of a choice field; empty for a free field."""
+    found: list[tuple[str, str]] = []
+    source = spec
+    if spec.get("type") == "array":
+        items = spec.get("items")
+        source = items if isinstance(items, Mapping) else {}
+    for option in source.get("oneOf") or source.get("anyOf") or []:
+        if isinstance(option, Mapping) and "const" in option:
+            found.append((str(option["const"]), str(option.get("title", option["const"]))))
+    for value in source.get("enum") or []:
+        found.append((str(value), str(value)))
+    return found
+
+
+def _pick(text: str, spec: Mapping[str, Any]) -> Any:
+    """The field's value for a text naming one of its options (by value or title), or None."""
+    wanted = text.casefold()
+    for value, title in _options(spec):
+        if wanted in (value.casefold(), title.casefold()):
+            return [value] if spec.get("type") == "array" else value
+    return None
+
+
+def _text_answer(text: str, properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | str:
+    if len(properties) == 1:
+        ((name, spec),) = properties.items()
+        options = _options(spec)
+        if options:
+            picked = _pick(text, spec)
+            if picked is None:
+                shown = ", ".join(title for _value, title in options)
+                return f"{text!r} is not one of the options of {name!r}: {shown}"
+            return {name: picked}
+        value = _typed(text, spec)
+        if value is None:
+            return f"{text!r} is not a valid {spec.get('type', 'value')} for the field {name!r}"
+        return {name: value}
+    picks = {name: _pick(text, spec) for name, spec in properties.items() if _options(spec)}
+    chosen = {name: value for name, value in picks.items() if value is not None}
+    if len(chosen) == 1:
+        return chosen
+    free = [
+        name
+        for name, spec in properties.items()
+        if spec.get("type", "string") == "string" and not _options(spec)
+    ]
+    if not chosen and len(free) == 1:
+        return {free[0]: text}
+    names = ", ".join(sorted(properties))
+    return f"the question has several fields ({names}): answer with a data part"
 
 
 def _typed(text: str, spec: Mapping[str, Any]) -> Any:
