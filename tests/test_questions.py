@@ -31,7 +31,11 @@ pytestmark = pytest.mark.anyio
 
 FORM = {
     "type": "object",
-    "properties": {"branch": {"type": "string"}, "force": {"type": "boolean"}},
+    "properties": {
+        "branch": {"type": "string"},
+        "remote": {"type": "string"},
+        "force": {"type": "boolean"},
+    },
     "required": ["branch"],
 }
 SCRIPT = {
@@ -236,6 +240,42 @@ def test_the_send_command_shows_the_question_s_fields_and_how_to_reply() -> None
     assert state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert out.getvalue().splitlines() == [
         "[INPUT_REQUIRED] Where to push?",
-        "  answer with: branch (string, required), force (boolean)",
+        "  answer with: branch (string, required), force (boolean), remote (string)",
         "  reply with: send --task t-1 TEXT",
     ]
+
+
+def test_the_send_command_lists_the_options_of_a_choice() -> None:
+    form = {
+        "type": "object",
+        "properties": {
+            "question_0": {
+                "type": "string",
+                "oneOf": [
+                    {"const": "pg", "title": "Postgres"},
+                    {"const": "lite", "title": "SQLite"},
+                ],
+            },
+            "question_0_custom": {"type": "string", "title": "Other"},
+        },
+    }
+    event = ParseDict(
+        {
+            "statusUpdate": {
+                "taskId": "t-2",
+                "contextId": "c-2",
+                "status": {
+                    "state": "TASK_STATE_INPUT_REQUIRED",
+                    "message": {
+                        "messageId": "m",
+                        "role": "ROLE_AGENT",
+                        "parts": [{"text": "Which database?"}, {"data": form}],
+                    },
+                },
+            }
+        },
+        StreamResponse(),
+    )
+    out = io.StringIO()
+    render(event, out, [False])
+    assert "question_0 (one of: Postgres | SQLite), question_0_custom (string)" in out.getvalue()

@@ -17,6 +17,8 @@ from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, create_cli
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from a2a_acp_bridge.a2a.input import field_options
+
 # The CLI waits for long turns: no read timeout on the stream, a bounded connect.
 HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
 
@@ -84,11 +86,17 @@ def _form_fields(message: Message) -> str:
         if not isinstance(properties, dict):
             continue
         required = set(schema.get("required") or [])
-        return ", ".join(
-            f"{name} ({spec.get('type', 'any') if isinstance(spec, dict) else 'any'}"
-            + (", required)" if name in required else ")")
-            for name, spec in sorted(properties.items())
-        )
+        shown = []
+        for name, spec in sorted(properties.items()):
+            spec = spec if isinstance(spec, dict) else {}
+            options = field_options(spec)
+            kind = (
+                "one of: " + " | ".join(title for _value, title in options)
+                if options
+                else str(spec.get("type", "any"))
+            )
+            shown.append(f"{name} ({kind}" + (", required)" if name in required else ")"))
+        return ", ".join(shown)
     return ""
 
 

@@ -131,7 +131,7 @@ def reply_from_message(
     return QuestionReply("accept", content or None, {"a2a": a2a_meta})
 
 
-def _options(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+def field_options(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(value, title) of every option of a choice field; empty for a free field."""
     found: list[tuple[str, str]] = []
     source = spec
@@ -149,7 +149,7 @@ def _options(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _pick(text: str, spec: Mapping[str, Any]) -> Any:
     """The field's value for a text naming one of its options (by value or title), or None."""
     wanted = text.casefold()
-    for value, title in _options(spec):
+    for value, title in field_options(spec):
         if wanted in (value.casefold(), title.casefold()):
             return [value] if spec.get("type") == "array" else value
     return None
@@ -158,7 +158,7 @@ def _pick(text: str, spec: Mapping[str, Any]) -> Any:
 def _text_answer(text: str, properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | str:
     if len(properties) == 1:
         ((name, spec),) = properties.items()
-        options = _options(spec)
+        options = field_options(spec)
         if options:
             picked = _pick(text, spec)
             if picked is None:
@@ -169,14 +169,14 @@ def _text_answer(text: str, properties: Mapping[str, Mapping[str, Any]]) -> dict
         if value is None:
             return f"{text!r} is not a valid {spec.get('type', 'value')} for the field {name!r}"
         return {name: value}
-    picks = {name: _pick(text, spec) for name, spec in properties.items() if _options(spec)}
+    picks = {name: _pick(text, spec) for name, spec in properties.items() if field_options(spec)}
     chosen = {name: value for name, value in picks.items() if value is not None}
     if len(chosen) == 1:
         return chosen
     free = [
         name
         for name, spec in properties.items()
-        if spec.get("type", "string") == "string" and not _options(spec)
+        if spec.get("type", "string") == "string" and not field_options(spec)
     ]
     if not chosen and len(free) == 1:
         return {free[0]: text}
