@@ -295,3 +295,24 @@ async def test_malformed_requests_get_json_rpc_errors(bridge: RunningBridge) -> 
     assert broken.json()["error"]["code"] == -32700
     assert error_code(unknown) == -32601
     assert error_code(bad_params) == -32602
+
+
+async def test_the_card_lists_the_media_types_the_agent_accepts_once_it_runs(
+    tmp_path: Path,
+) -> None:
+    script = {"prompt_capabilities": {"image": True}, "turns": [[{"op": "say", "text": "ok"}]]}
+    settings = make_settings(tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, script)})
+    url_path = "/.well-known/agent-card.json"
+    async with serve_bridge(settings) as running, httpx.AsyncClient(timeout=30) as client:
+        before = (await client.get(running.url + url_path)).json()["defaultInputModes"]
+        await rpc(client, running.rpc_url, "SendMessage", {"message": user_message("hi")})
+        after = (await client.get(running.url + url_path)).json()["defaultInputModes"]
+    assert "application/octet-stream" in before
+    assert after == [
+        "text/plain",
+        "application/json",
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+    ]

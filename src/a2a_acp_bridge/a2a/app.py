@@ -100,6 +100,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
             bearer=bool(settings.tokens),
             with_v03=settings.card_v03,
             supervised=bridge.supervised is not False,
+            prompt_capabilities=bridge.prompt_capabilities,
         )
 
     async def card_modifier(_card: AgentCard) -> AgentCard:

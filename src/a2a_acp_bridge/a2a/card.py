@@ -22,15 +22,32 @@ from a2a.types.a2a_pb2 import (
 )
 
 from a2a_acp_bridge import __version__
+from a2a_acp_bridge.acp.prompt import PromptCapabilities
 from a2a_acp_bridge.acp.session import AgentInfo
 
-INPUT_MODES = [
-    "text/plain",
-    "application/json",
-    "image/png",
-    "image/jpeg",
-    "application/octet-stream",
-]
+# What every agent is given (text and data parts become text); the rest depends on what
+# the agent advertised at initialize (acp/prompt.py decides how each file reaches it).
+BASE_INPUT_MODES = ["text/plain", "application/json"]
+IMAGE_MODES = ["image/png", "image/jpeg", "image/gif", "image/webp"]
+AUDIO_MODES = ["audio/wav", "audio/mpeg"]
+# Before the first adapter has started, the modes the bridge itself can carry.
+INPUT_MODES = [*BASE_INPUT_MODES, "image/png", "image/jpeg", "application/octet-stream"]
+
+
+def input_modes(caps: PromptCapabilities | None) -> list[str]:
+    """The media types the agent accepts, once its prompt capabilities are known."""
+    if caps is None:
+        return list(INPUT_MODES)
+    modes = list(BASE_INPUT_MODES)
+    if caps.image:
+        modes += IMAGE_MODES
+    if caps.audio:
+        modes += AUDIO_MODES
+    if caps.embedded_context:
+        modes.append("application/octet-stream")
+    return modes
+
+
 OUTPUT_MODES = ["text/plain", "application/json", "text/x-diff"]
 # The name of the bearer scheme in `securitySchemes` (A2A_TOKEN / A2A_TOKEN_FILE).
 BEARER_SCHEME = "bearer"
@@ -45,6 +62,7 @@ def build_card(
     supervised: bool = True,
     bearer: bool = False,
     with_v03: bool = False,
+    prompt_capabilities: PromptCapabilities | None = None,
 ) -> AgentCard:
     """The card for the current state of the bridge."""
     agent = label
@@ -76,7 +94,7 @@ def build_card(
         supported_interfaces=interfaces,
         version=__version__,
         capabilities=AgentCapabilities(streaming=True, push_notifications=True),
-        default_input_modes=INPUT_MODES,
+        default_input_modes=input_modes(prompt_capabilities),
         default_output_modes=OUTPUT_MODES,
         skills=[
             AgentSkill(
