@@ -1,12 +1,19 @@
 """The reference: a plain ACP SDK client talking to the stream agent, no bridge.
 
 What a caller would get by driving the agent itself with `agent-client-protocol`: the
-SDK's own stdio transport, one `session_update` handler that collects text.
+SDK's own stdio transport, one `session_update` handler that collects text. It runs in a
+venv of its own that holds only `agent-client-protocol` (scripts/bench makes it): with
+OpenTelemetry importable, as in the bridge's venv, the SDK would trace every message and
+the reference would be slower than a user's client.
+
+    python direct.py turns N S D REPS      -> {"cold": [...], "warm": [...]}
+    python direct.py concurrent K N S      -> {"times_ms": [...], "chunks_per_s": x, "ok": b}
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -121,3 +128,25 @@ async def concurrent(
     for agent in agents:
         await agent.stop()
     return [r[0] for r in results], streams * n / wall, all(r[1] for r in results)
+
+
+def main(argv: list[str]) -> None:
+    python = sys.executable
+    if argv[0] == "turns":
+        n, size, delay, reps = (int(x) for x in argv[1:5])
+        runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
+        for _ in range(reps):
+            cold, warm = asyncio.run(cold_and_warm(python, n, size, delay))
+            runs["cold"].append(vars(cold))
+            runs["warm"].append(vars(warm))
+        print(json.dumps(runs))
+    elif argv[0] == "concurrent":
+        streams, n, size = (int(x) for x in argv[1:4])
+        times, rate, ok = asyncio.run(concurrent(python, streams, n, size))
+        print(json.dumps({"times_ms": times, "chunks_per_s": rate, "ok": ok}))
+    else:
+        raise SystemExit(f"unknown measure {argv[0]!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -17,7 +17,6 @@ share the CPU.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import signal
@@ -33,12 +32,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import direct  # noqa: E402
 from bridge_client import send_streaming  # noqa: E402
 from measure import cpu_seconds, descendants, median, percentile, rss_mib  # noqa: E402
 from stream_agent import expected_text  # noqa: E402
 
 PYTHON = sys.executable
+# The reference runs in its own venv with only agent-client-protocol (see direct.py).
+DIRECT_PYTHON = os.environ.get("BENCH_DIRECT_PYTHON", sys.executable)
 AGENT = f"{PYTHON} {HERE / 'stream_agent.py'}"
 OUT = HERE / "out"
 START_TIMEOUT_S = 60.0
@@ -55,6 +55,8 @@ class Bridge:
         env = {
             **os.environ,
             "ACP_POOL_SIZE": str(pool),
+            # The concurrent phase holds 10 conversations; the default cap is 8.
+            "ACP_MAX_SESSIONS": "32",
             "LOG_LEVEL": "WARNING",
             "ACP_SANDBOX_DIR": str(Path(self.scratch.name) / "sandboxes"),
         }
@@ -109,12 +111,19 @@ def bridge_turn(
     }
 
 
+def run_direct(*args: object) -> Any:
+    """One measure of the reference client, in its own interpreter."""
+    done = subprocess.run(
+        [DIRECT_PYTHON, str(HERE / "direct.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
 def direct_turns(n: int, size: int, delay_us: int, reps: int) -> dict[str, list[dict[str, Any]]]:
-    runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
-    for _ in range(reps):
-        cold, warm = asyncio.run(direct.cold_and_warm(PYTHON, n, size, delay_us))
-        runs["cold"].append(vars(cold))
-        runs["warm"].append(vars(warm))
+    runs: dict[str, list[dict[str, Any]]] = run_direct("turns", n, size, delay_us, reps)
     return runs
 
 
@@ -191,7 +200,8 @@ def main() -> int:
     results: dict[str, Any] = {"reps": reps, "quick": args.quick, "workloads": {}}
     checks: list[tuple[str, bool, str]] = []
 
-    print(f"bench: {reps} repetition(s); python {sys.version.split()[0]}; {os.cpu_count()} cores\n")
+    print(f"bench: {reps} repetition(s); python {sys.version.split()[0]}; {os.cpu_count()} cores")
+    print(f"reference client: {DIRECT_PYTHON}\n")
     bridge = Bridge()
     try:
         for n, size in workloads:
@@ -256,7 +266,8 @@ def main() -> int:
         checks.append(("CPU per chunk flat in N (within 1.3x)", growth <= 1.3, f"{growth:.2f}x"))
 
         print(f"== 10 concurrent streams of {2000 // scale}x20 (warm contexts)")
-        d_times, d_rate, d_ok = asyncio.run(direct.concurrent(PYTHON, 10, 2000 // scale, 20))
+        reference = run_direct("concurrent", 10, 2000 // scale, 20)
+        d_times, d_rate, d_ok = reference["times_ms"], reference["chunks_per_s"], reference["ok"]
         b_times, b_rate, b_ok = bridge_concurrent(bridge, 10, 2000 // scale, 20)
         print(
             f"direct: p50 {percentile(d_times, 0.5):.0f} ms, p95 {percentile(d_times, 0.95):.0f} ms, {d_rate:,.0f} chunks/s"

@@ -126,3 +126,28 @@ def test_presets_and_commands_become_agent_specs(tmp_path: Path) -> None:
     assert any(
         "@google/gemini-cli@0.61.0" in word or word.endswith("/gemini") for word in gemini.command
     )
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "false"), ("true", "true")])
+def test_a2a_sdk_tracing_is_off_unless_the_operator_turns_it_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, expected: str
+) -> None:
+    import a2a_acp_bridge.server
+    from a2a_acp_bridge.cli import A2A_TRACING_VARIABLE, main
+
+    seen: list[str | None] = []
+
+    def fake_run_server(settings: Settings) -> int:
+        seen.append(os.environ.get(A2A_TRACING_VARIABLE))
+        return 0
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(a2a_acp_bridge.server, "run_server", fake_run_server)
+    # setenv first, so the variable the CLI writes is restored afterwards either way.
+    monkeypatch.setenv(A2A_TRACING_VARIABLE, "unset")
+    if given is None:
+        monkeypatch.delenv(A2A_TRACING_VARIABLE)
+    else:
+        monkeypatch.setenv(A2A_TRACING_VARIABLE, given)
+    assert main(["serve", "--port", "0"]) == 0
+    assert seen == [expected]
