@@ -50,6 +50,8 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 # How long a task may wait in INPUT_REQUIRED for the answer to the agent's question before
 # the bridge declines it for the caller (the adapter is held for the whole wait).
 DEFAULT_QUESTION_TIMEOUT_S = 3600.0
+# Finished tasks kept in memory for GetTask/ListTasks; the oldest go first beyond this.
+DEFAULT_TASK_RETENTION = 10_000
 
 # The adapters' npm packages, pinned here and only here (adapters/package.json must agree;
 # a test checks it). A preset runs the copy installed under adapters/ when there is one,
@@ -254,6 +256,7 @@ class Settings:
     card_v03: bool = False
     push_allow_private: bool = False
     question_timeout_s: float = DEFAULT_QUESTION_TIMEOUT_S
+    task_retention: int = DEFAULT_TASK_RETENTION
 
     def host_allowlist(self) -> frozenset[str] | None:
         """Host names the server answers to, or None when any is accepted.
@@ -391,6 +394,7 @@ class Settings:
                 "A2A_PUSH_ALLOW_PRIVATE", env.get("A2A_PUSH_ALLOW_PRIVATE", "")
             ),
             question_timeout_s=_seconds(env, "A2A_QUESTION_TIMEOUT_MS", DEFAULT_QUESTION_TIMEOUT_S),
+            task_retention=_count(env, "A2A_TASK_RETENTION", DEFAULT_TASK_RETENTION, minimum=1),
         )
 
 
@@ -404,3 +408,8 @@ def _seconds(env: Mapping[str, str], variable: str, default_s: float) -> float:
     if not value:
         return default_s
     return parse_int(variable, value, minimum=1) / 1000
+
+
+def _count(env: Mapping[str, str], variable: str, default: int, *, minimum: int) -> int:
+    value = env.get(variable, "").strip()
+    return parse_int(variable, value, minimum=minimum) if value else default

@@ -109,7 +109,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     push_configs = InMemoryPushNotificationConfigStore()
     push_policy = PushUrlPolicy(allow_private=settings.push_allow_private)
     push = PushDelivery(push_configs, push_policy)
-    task_store = TaskStore()
+    task_store = TaskStore(retention=settings.task_retention)
     handler = BridgeRequestHandler(
         bridge=bridge,
         agent_executor=BridgeExecutor(bridge),

@@ -12,9 +12,13 @@ each task is written by one consumer and read by handlers that copy before trimm
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types.a2a_pb2 import Artifact, Part, Task
+from a2a.types.a2a_pb2 import Artifact, Part, Task, TaskState
+
+from a2a_acp_bridge.config import DEFAULT_TASK_RETENTION
 
 ANSWER_ARTIFACT = "answer"
 # A stored answer part stops taking more text at this size (characters).
@@ -44,11 +48,25 @@ def _plain_text(part: Part) -> bool:
     )
 
 
-class TaskStore(InMemoryTaskStore):
-    """In memory, without copies, answer parts folded as they arrive."""
+FINISHED = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
-    def __init__(self) -> None:
+
+class TaskStore(InMemoryTaskStore):
+    """In memory, without copies, answer parts folded as they arrive; at most
+    `retention` finished tasks are kept, the oldest finished first to go."""
+
+    def __init__(self, retention: int = DEFAULT_TASK_RETENTION) -> None:
         super().__init__(use_copying=False)
+        self._retention = retention
+        # Finished tasks in the order they finished, with the context that owns them.
+        self._finished: OrderedDict[str, ServerCallContext] = OrderedDict()
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         for artifact in task.artifacts:
@@ -56,3 +74,12 @@ class TaskStore(InMemoryTaskStore):
                 fold_last_text_part(artifact)
                 break
         await super().save(task, context)
+        if task.status.state in FINISHED and task.id not in self._finished:
+            self._finished[task.id] = context
+            while len(self._finished) > self._retention:
+                oldest, owner = self._finished.popitem(last=False)
+                await super().delete(oldest, owner)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._finished.pop(task_id, None)
+        await super().delete(task_id, context)
