@@ -154,7 +154,6 @@ class Bridge:
         # Whether the adapter runs in a supervised mode (None until one has started).
         self.supervised: bool | None = None
         self.agent_info_ready = anyio.Event()
-        self.last_start_error: str | None = None
         self.metrics = metrics or Metrics()
         self.metrics.watch(
             conversation_adapters=lambda: sum(
@@ -308,7 +307,6 @@ class Bridge:
         try:
             session = await AgentSession.start(plan)
         except AdapterError as exc:
-            self.last_start_error = str(exc)
             self.metrics.adapter_started(ok=False)
             logger.error(
                 "adapter could not start",
@@ -323,7 +321,6 @@ class Bridge:
                 self.metrics.adapter_crashed()
 
         process.on_exit(exited)
-        self.last_start_error = None
         # An adapter that dies on its own is stopped whole at once (a grandchild may
         # still run), not when its conversation next needs it.
         session.on_dead = lambda: self._task_group_spawn(session.close)

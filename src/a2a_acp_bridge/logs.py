@@ -26,7 +26,6 @@ from typing import Any, TextIO
 # The ids of the work the current asyncio task is doing.
 _NO_IDS: Mapping[str, str] = MappingProxyType({})
 _IDS: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("log_ids", default=_NO_IDS)
-ID_FIELDS = ("context_id", "task_id", "session_id")
 
 
 @contextlib.contextmanager

@@ -117,7 +117,6 @@ class TurnProgress:
         self._buffered = 0
         self._channel: str | None = None
         self._answered = False
-        self.answer_chars = 0
         self._tool_calls: dict[str, _ToolCall] = {}
         self.refusals: list[Refusal] = []
         self.last_thought: str | None = None
@@ -199,7 +198,6 @@ class TurnProgress:
             out.append(StatusText(f"Thinking: {text}"))
         else:
             self._answered = True
-            self.answer_chars += len(text)
             self._answer_tail = (self._answer_tail + text)[-ANSWER_TAIL_CHARS:]
             out.append(AnswerText(text))
 

@@ -720,10 +720,6 @@ class AgentSession:
     def alive(self) -> bool:
         return not self.dead and not self.process.exited.is_set() and self.transport.broken is None
 
-    @property
-    def closed(self) -> bool:
-        return self._closing is not None
-
     async def close(self) -> None:
         """End the session (session/close when offered) and stop the whole process tree.
         Idempotent: a second call waits for the first to finish."""
