@@ -30,6 +30,7 @@ from a2a_acp_bridge.adapters import (
 from a2a_acp_bridge.boundary import Boundary, Sandboxes, handed_boundary
 from a2a_acp_bridge.events import PermissionSeen
 from a2a_acp_bridge.permissions import Rule, Supervision
+from a2a_acp_bridge.turn import Turn
 from tests.support import fixtures
 from tests.support.fixtures import Places
 
@@ -215,6 +216,7 @@ async def decide_fixture(name: str, boundary: Boundary, home: Path) -> Decided:
     state = SessionState(
         boundary=boundary,
         supervision=Supervision(profile=profile, supervised_mode=profile.supervised_mode),
+        turn=Turn("task", "ctx"),
     )
     client = BridgeClient("fixture")
     client.sessions[request.session_id] = state

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from a2a_acp_bridge.acp.process import StderrTail, adapter_environment
-from a2a_acp_bridge.acp.session import AgentInfo
 from a2a_acp_bridge.adapters import is_unsupervised_mode
+from a2a_acp_bridge.agent import AgentInfo
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.errors import ConfigError
 

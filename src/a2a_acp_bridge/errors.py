@@ -4,6 +4,8 @@
      ├── ConfigError              a setting is invalid; names the variable (start-up only)
      ├── SandboxError             a working directory could not be made or trusted
      ├── CapacityError            a cap is reached: live adapters or one context's queue
+     ├── UnsupportedInputError    a part of the message cannot reach this agent without loss
+     ├── InputProblem             the message cannot be carried as it is (a2a/input.py)
      └── AdapterError             the coding agent could not serve the turn
           ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed
           │    └── SupervisionError   the supervised mode is missing, refused or reads back wrong
@@ -11,8 +13,13 @@
           ├── AdapterSilentError  no session/update arrived within the silence limit
           └── SupervisionLostError  the agent left its supervised mode during a turn
 
-Every message is written for the A2A caller or the operator: it names the agent, the
-setting or the exit, never repeats a foreign exception's text verbatim.
+Not errors, and outside the tree: `turn.TurnCancelled` (a task cancelled before its turn
+reached the agent: control flow that ends it CANCELED).
+
+a2a/failures.py is the one place these become what the caller sees: a JSON-RPC error for
+a request, or a task's final state. Every message is written for the A2A caller or the
+operator: it names the agent, the setting or the exit, never repeats a foreign exception's
+text verbatim.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ class SandboxError(BridgeError):
 
 class CapacityError(BridgeError):
     """A task is refused at once: ACP_MAX_SESSIONS or ACP_MAX_QUEUED_TASKS is reached."""
+
+
+class UnsupportedInputError(BridgeError):
+    """A part of the message cannot be given to this agent without losing it."""
 
 
 class AdapterError(BridgeError):

@@ -11,8 +11,10 @@ Every request passes the guard first (`guard.py`: Host allowlist, bearer token, 
 limit), then the gate (`gate.py`: the A2A checks the SDK does not make: JSON-RPC
 Content-Type, the version query parameter, media types). The lifespan owns the bridge
 (its adapters and background tasks), push delivery and the SDK's request handler, and
-shuts them down in order: running tasks are cancelled first, queued push notifications
-get a moment to go out, then every adapter tree is stopped.
+shuts them down in order: running tasks are cancelled first (server.py does it before
+uvicorn closes the connections, so streaming callers see CANCELED), then every adapter tree
+is stopped and the SDK's handler closed, then queued push notifications get a moment to go
+out (push.py, DRAIN_S), and last the bridge's task group ends.
 """
 
 from __future__ import annotations

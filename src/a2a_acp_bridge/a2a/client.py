@@ -18,6 +18,7 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, StreamRes
 from google.protobuf.json_format import MessageToDict
 
 from a2a_acp_bridge.a2a.input import field_options
+from a2a_acp_bridge.a2a.states import INTERRUPTED, TERMINAL
 
 # The CLI waits for long turns: no read timeout on the stream, a bounded connect.
 HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
@@ -64,14 +65,7 @@ def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int |
             if fields:
                 out.write(f"  answer with: {fields}\n")
             out.write(f"  reply with: send --task {event.status_update.task_id} TEXT\n")
-        if status.state in (
-            TaskState.TASK_STATE_COMPLETED,
-            TaskState.TASK_STATE_FAILED,
-            TaskState.TASK_STATE_CANCELED,
-            TaskState.TASK_STATE_REJECTED,
-            TaskState.TASK_STATE_INPUT_REQUIRED,
-            TaskState.TASK_STATE_AUTH_REQUIRED,
-        ):
+        if status.state in TERMINAL or status.state in INTERRUPTED:
             return status.state
     return None
 

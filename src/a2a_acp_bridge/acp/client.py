@@ -9,18 +9,19 @@ keyword arguments named exactly as the SDK expects.
   task in the SDK, so awaiting here would let chunks overtake each other.
 - `request_permission` is answered by the classifier (`permissions.decide` and
   `permissions.answer`), never by the A2A caller; every decision is logged and travels to
-  the task as a `PermissionSeen` event.
+  the task as a `PermissionSeen` event. A request that arrives while no turn of the session
+  runs, or after session/cancel, is answered `cancelled`.
 - `create_elicitation` (ACP `elicitation/create`, form mode) is a question for the
-  agent's user: it becomes a `QuestionAsked` event (the task goes INPUT_REQUIRED) and
-  waits, bounded, for `SessionState.answer`; a cancelled turn, or no answer in time,
-  declines it. A permission request never takes this path.
+  agent's user: it is held on the running `Turn` and becomes a `QuestionAsked` event (the
+  task goes INPUT_REQUIRED) until the caller answers; a cancelled turn declines it, and the
+  turn's deadlines (deadlines.py) decline it when no answer comes in time. A permission
+  request never takes this path.
 - fs and terminal methods are not advertised, so adapters use their own tools, each of
   which is gated by a permission request; the handlers here answer "method not found".
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import logging
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
 
+import anyio
 from acp import RequestError
 from acp.schema import (
     AcceptElicitationResponse,
@@ -58,7 +60,6 @@ from acp.schema import (
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
-    UsageUpdate,
 )
 from acp.schema import (
     PermissionOption as AcpPermissionOption,
@@ -71,12 +72,10 @@ from a2a_acp_bridge.events import (
     FileChunk,
     FileDiff,
     ModeSeen,
-    Notice,
     PermissionSeen,
     PlanEntry,
     PlanSeen,
     QuestionAsked,
-    QuestionReply,
     TextChunk,
     ToolCallSeen,
     TurnEvent,
@@ -95,24 +94,25 @@ from a2a_acp_bridge.permissions import (
     decide,
     refusal_record,
 )
+from a2a_acp_bridge.turn import Turn
 
 logger = logging.getLogger(__name__)
 
 # Tool calls remembered per session for requests that omit kind or locations
 # (claude-code-acp 0.16 sends neither in the permission request).
 TOOL_CALL_MEMORY = 512
-# How long a question may wait for the caller's answer unless the session says otherwise.
-QUESTION_TIMEOUT_S = 3600.0
 
 
 class EventSink:
-    """A session's FIFO of turn events: appended synchronously, drained by one consumer."""
+    """A session's FIFO of turn events: appended synchronously, drained by one consumer.
+
+    `last_activity` is when the agent last proved alive (any update), on the monotonic clock."""
 
     __slots__ = ("_items", "_wake", "last_activity")
 
     def __init__(self) -> None:
         self._items: deque[TurnEvent] = deque()
-        self._wake = asyncio.Event()
+        self._wake = anyio.Event()
         self.last_activity = time.monotonic()
 
     def put(self, event: TurnEvent) -> None:
@@ -131,7 +131,8 @@ class EventSink:
     def drain(self) -> list[TurnEvent]:
         items = list(self._items)
         self._items.clear()
-        self._wake.clear()
+        if self._wake.is_set():
+            self._wake = anyio.Event()
         return items
 
     def discard(self) -> None:
@@ -143,35 +144,17 @@ class EventSink:
 
 @dataclass
 class SessionState:
-    """What the client knows about one ACP session it serves."""
+    """What the client knows about one ACP session it serves; `turn` is the task whose
+    turn runs on it now (None between turns)."""
 
     boundary: Boundary
     supervision: Supervision
     sink: EventSink = field(default_factory=EventSink)
+    turn: Turn | None = None
     current_mode: str | None = None
     mode_config_id: str | None = None
-    cancelling: bool = False
-    context_id: str | None = None
-    task_id: str | None = None
     tool_calls: dict[str, ToolCallSeen] = field(default_factory=dict)
-    last_usage: dict[str, Any] = field(default_factory=dict)
     mode_listeners: list[Callable[[str], None]] = field(default_factory=list)
-    questions: dict[str, asyncio.Future[QuestionReply]] = field(default_factory=dict)
-    question_timeout_s: float = QUESTION_TIMEOUT_S
-
-    def answer(self, question_id: str, reply: QuestionReply) -> bool:
-        """Hand the caller's answer to a pending question; False if it is not pending."""
-        future = self.questions.get(question_id)
-        if future is None or future.done():
-            return False
-        future.set_result(reply)
-        return True
-
-    def decline_questions(self) -> None:
-        """Every pending question is declined (the turn is being cancelled)."""
-        for future in self.questions.values():
-            if not future.done():
-                future.set_result(QuestionReply("decline"))
 
     def remember(self, seen: ToolCallSeen) -> ToolCallSeen:
         """Merge a tool call into what is known of it (a repeated tool_call updates it)."""
@@ -291,15 +274,8 @@ class BridgeClient:
                 state.set_mode(mode[1])
             else:
                 sink.touch()
-        elif kind is UsageUpdate:
-            state.last_usage = {"used": update.used, "size": update.size}
-            if update.cost is not None:
-                state.last_usage["cost"] = {
-                    "amount": update.cost.amount,
-                    "currency": update.cost.currency,
-                }
-            sink.touch()
         else:
+            # usage_update and kinds the bridge does not show: proof of life only.
             sink.touch()
 
     # --- session/request_permission ----------------------------------------------------
@@ -321,12 +297,26 @@ class BridgeClient:
             return _cancelled()
         state.sink.touch()
         request = self._request_from(state, tool_call, offered)
-        if state.cancelling:
+        turn = state.turn
+        if turn is None:
+            # Nothing the agent does now belongs to any task, nor may it be allowed.
+            logger.warning(
+                "permission request while no turn runs answered cancelled",
+                extra={
+                    "session_id": session_id,
+                    "agent": self.label,
+                    "task_id": None,
+                    "context_id": None,
+                    "tool_call_id": request.tool_call_id,
+                },
+            )
+            return _cancelled()
+        if turn.interrupted:
             reply = Answer(None, note="the turn is being cancelled")
             decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
         else:
             decision, reply = self._classify(state, request, offered)
-        self._record(state, session_id, request, decision, reply)
+        self._record(state, turn, session_id, request, decision, reply)
         if reply.option_id is None:
             return _cancelled()
         return RequestPermissionResponse(
@@ -336,6 +326,7 @@ class BridgeClient:
     def _record(
         self,
         state: SessionState,
+        turn: Turn,
         session_id: str,
         request: PermissionRequest,
         decision: Decision,
@@ -352,8 +343,8 @@ class BridgeClient:
             "permission decided",
             extra={
                 "session_id": session_id,
-                "context_id": state.context_id,
-                "task_id": state.task_id,
+                "context_id": turn.context_id,
+                "task_id": turn.task_id,
                 "tool_call_id": request.tool_call_id,
                 "title": request.label,
                 "kind": request.kind,
@@ -366,7 +357,7 @@ class BridgeClient:
                 "turn_effect": reply.turn_effect.value,
             },
         )
-        if not state.cancelling:
+        if not turn.interrupted:
             state.sink.put(
                 PermissionSeen(
                     tool_call_id=request.tool_call_id,
@@ -399,16 +390,17 @@ class BridgeClient:
             f"the agent's permission request could not be read ({problem}), so it was "
             "answered cancelled",
         )
-        if state is None:
+        turn = state.turn if state is not None else None
+        if state is None or turn is None:
             logger.warning(
                 "malformed permission request answered cancelled",
-                extra={"agent": self.label, "problem": problem},
+                extra={"agent": self.label, "problem": problem, "task_id": None},
             )
             return
         state.sink.touch()
         effect = refusal_effect(state.supervision.profile, None, leaving_plan=False)
         reply = Answer(None, turn_effect=effect, note=problem)
-        self._record(state, str(session_id), request, decision, reply)
+        self._record(state, turn, str(session_id), request, decision, reply)
 
     def _classify(
         self, state: SessionState, request: PermissionRequest, offered: list[PermissionOption]
@@ -471,36 +463,27 @@ class BridgeClient:
                 extra={"agent": self.label, "mode": type(mode).__name__},
             )
             return DeclineElicitationResponse(action="decline")
-        if state is None or state.cancelling:
+        turn = state.turn if state is not None else None
+        if state is None or turn is None or turn.interrupted:
             return DeclineElicitationResponse(action="decline")
         schema = mode.requested_schema.model_dump(by_alias=True, exclude_none=True, mode="json")
-        question_id = uuid.uuid4().hex
-        future: asyncio.Future[QuestionReply] = asyncio.get_running_loop().create_future()
-        state.questions[question_id] = future
-        state.sink.put(
-            QuestionAsked(
-                question_id=question_id,
-                message=message,
-                schema=schema,
-                tool_call_id=getattr(mode, "tool_call_id", None),
-            )
+        asked = QuestionAsked(
+            question_id=uuid.uuid4().hex,
+            message=message,
+            schema=schema,
+            tool_call_id=getattr(mode, "tool_call_id", None),
         )
+        pending = turn.ask(asked)
+        state.sink.put(asked)
         logger.info(
             "agent asks the caller a question",
-            extra={"task_id": state.task_id, "context_id": state.context_id, "agent": self.label},
+            extra={"task_id": turn.task_id, "context_id": turn.context_id, "agent": self.label},
         )
         try:
-            reply = await asyncio.wait_for(asyncio.shield(future), state.question_timeout_s)
-        except TimeoutError:
-            reply = QuestionReply("decline")
-            state.sink.put(
-                Notice(
-                    f"No answer came within {state.question_timeout_s:g} s: the bridge "
-                    "declined the question for the caller."
-                )
-            )
+            # Bounded by the turn's question deadline, which declines it (deadlines.py).
+            reply = await pending.wait()
         finally:
-            state.questions.pop(question_id, None)
+            turn.question_settled(pending)
             state.sink.touch()
         meta = dict(reply.meta) if reply.meta else None
         if reply.action == "accept":
