@@ -99,7 +99,8 @@ class Sandboxes:
                 self._parent = self._parent_setting.resolve(strict=True)
             except OSError as exc:
                 raise SandboxError(
-                    f"cannot create the sandbox directory {self._parent_setting}: {exc.strerror}"
+                    f"cannot create the sandbox directory {self._parent_setting}: {exc.strerror}",
+                    problem=exc.strerror,
                 ) from None
             if not self._parent.is_dir():
                 raise SandboxError(f"the sandbox parent {self._parent} is not a directory")
@@ -111,7 +112,9 @@ class Sandboxes:
         try:
             made = Path(tempfile.mkdtemp(prefix=f"{sandbox_label(label)}-", dir=parent))
         except OSError as exc:
-            raise SandboxError(f"cannot create a sandbox under {parent}: {exc.strerror}") from None
+            raise SandboxError(
+                f"cannot create a sandbox under {parent}: {exc.strerror}", problem=exc.strerror
+            ) from None
         identity = directory_identity(made)
         if identity is None or not is_owned_directory(made, parent):
             raise SandboxError(f"the new sandbox {made} is not a directory inside {parent}")

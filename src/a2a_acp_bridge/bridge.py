@@ -20,6 +20,7 @@ same way).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -40,7 +41,9 @@ from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
     AdapterStartError,
+    BridgeError,
     CapacityError,
+    SandboxError,
     SupervisionError,
     SupervisionLostError,
 )
@@ -73,9 +76,10 @@ class Conversation:
     session: AgentSession | None = None
     last_session_id: str | None = None
     starting: anyio.Event | None = None
-    start_error: AdapterError | None = None
+    start_error: BridgeError | None = None
     last_used: float = field(default_factory=time.monotonic)
-    lost_memory_pending: bool = False
+    # A notice for the caller at the next turn: memory (or files) lost since the last one.
+    pending_notice: Notice | None = None
     # Set while the conversation's previous adapter is being stopped: a new one waits for
     # it, so two adapters never hold the same session or sandbox at once.
     retiring: anyio.Event | None = None
@@ -132,11 +136,15 @@ class Bridge:
                 1 for c in self._conversations.values() if c.holds_adapter
             ),
         )
+        # New conversations waiting for an adapter slot, first come first served.
+        self._admission: list[Turn] = []
+        self._capacity_changed = anyio.Event()
         self.agent_info: AgentInfo | None = None
         self.prompt_capabilities: PromptCapabilities | None = None
         # Whether the adapter runs in a supervised mode (None until one has started).
         self.supervised: bool | None = None
         self.metrics = metrics or Metrics()
+        self.pool.on_failure = lambda: self.metrics.background_failed("warm_start")
         self.metrics.watch(
             conversation_adapters=lambda: sum(
                 1 for c in self._conversations.values() if c.session is not None
@@ -154,7 +162,7 @@ class Bridge:
     async def __aenter__(self) -> Bridge:
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._reaper)
+        self._spawn(self._reaper, "reaper")
         self.pool.fill()
         return self
 
@@ -212,16 +220,32 @@ class Bridge:
         """Started and not shutting down."""
         return self._task_group is not None and not self._closing
 
-    def spawn(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+    @property
+    def serving(self) -> bool:
+        """The bridge's task group runs: turns, adapters and background work can go on
+        (for /healthz: False asks an orchestrator to restart the process)."""
+        group = self._task_group
+        return group is not None and not group.cancel_scope.cancel_called and not self._closed
+
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         """Run a task's turn in the bridge's task group: it outlives the request that
         started it (a question leaves the turn waiting for the caller's next message)."""
         if self._task_group is None:
             raise RuntimeError("the bridge is not running")
-        self._task_group.start_soon(func, *args)
+        self._task_group.start_soon(self._guarded, "turn", func)
 
-    def _spawn(self, func: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    def _spawn(self, func: Callable[[], Coroutine[Any, Any, Any]], name: str = "stop") -> None:
         if self._task_group is not None:
-            self._task_group.start_soon(func)
+            self._task_group.start_soon(self._guarded, name, func)
+
+    async def _guarded(self, name: str, func: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Nothing the bridge runs in the background may end its task group: a failure is
+        logged once, counted, and the bridge goes on."""
+        try:
+            await func()
+        except Exception:
+            self.metrics.background_failed(name)
+            logger.exception("background task failed; the bridge goes on", extra={"task": name})
 
     # --- adapters ----------------------------------------------------------------------
 
@@ -262,13 +286,24 @@ class Bridge:
 
         process.on_exit(exited)
         # An adapter that dies on its own is stopped whole at once (a grandchild may
-        # still run), not when its conversation next needs it.
-        session.on_dead = lambda: self._spawn(session.close)
+        # still run), not when its conversation next needs it, and stops counting.
+        session.on_dead = lambda: self._adapter_died(session)
         self.supervised = session.supervised_mode is not None and bool(session.allowed_modes)
         if self.agent_info is None:
             self.agent_info = session.agent_info
             self.prompt_capabilities = session.prompt_capabilities
         return session
+
+    def _adapter_died(self, session: AgentSession) -> None:
+        if self.pool.discard(session):
+            self._spawn(session.close)
+            self.pool.fill()
+            return
+        for conversation in self._conversations.values():
+            if conversation.session is session:
+                self._retire(conversation, session)
+                return
+        self._spawn(session.close)
 
     def can_start_adapter(self) -> bool:
         """Whether a new conversation would get an adapter now (for /readyz)."""
@@ -297,9 +332,12 @@ class Bridge:
         conversation = self._conversations.get(context_id)
         return conversation.boundary.root if conversation is not None else None
 
-    async def _ensure_session(self, conversation: Conversation, turn: Turn) -> AgentSession:
+    async def _ensure_session(
+        self, conversation: Conversation, turn: Turn, on_events: EventsCallback
+    ) -> AgentSession:
         """The conversation's live session, starting one (shared by concurrent callers)."""
         while True:
+            self._check_sandbox(conversation)
             session = conversation.session
             if session is not None and session.alive:
                 return session
@@ -310,16 +348,25 @@ class Bridge:
                 if conversation.last_session_id is None and self._is_fresh(conversation):
                     pooled = self.pool.take()
                 if pooled is not None:
-                    self._adopt(conversation, pooled)
+                    try:
+                        self._adopt(conversation, pooled)
+                    except BaseException:
+                        self._spawn(pooled.close)  # never dropped without being stopped
+                        raise
                     # Counted as the conversation's now: the pool may start another.
                     self.pool.fill()
                     continue
-                displaced = self._make_room(conversation)
+                displaced = await self._admit(conversation, turn, on_events)
+                if conversation.starting is not None or conversation.session is not None:
+                    # Another task of this context started one while this one waited.
+                    if displaced is not None:
+                        self._spawn(displaced.close)
+                    continue
                 conversation.starting = anyio.Event()
                 conversation.start_error = None
-                assert self._task_group is not None
-                self._task_group.start_soon(self._start_for, conversation, displaced)
+                self._spawn(functools.partial(self._start_for, conversation, displaced), "start")
             starting = conversation.starting
+            assert starting is not None
             if turn.cancelled:
                 raise TurnCancelled
             await _first_of(starting, turn.woken)
@@ -331,44 +378,111 @@ class Bridge:
             if conversation.start_error is not None and conversation.session is None:
                 raise conversation.start_error
 
-    def _make_room(self, conversation: Conversation) -> AgentSession | None:
-        """A slot for one more adapter: free, or taken from a warm or an idle adapter.
+    def _check_sandbox(self, conversation: Conversation) -> None:
+        """A sandbox deleted or replaced under its conversation is never silently swapped:
+        the adapter goes, a new sandbox is made, and the caller is told what was lost."""
+        boundary = conversation.boundary
+        if not boundary.owned or self.sandboxes.is_current(conversation.context_id, boundary):
+            return
+        if conversation.session is None and conversation.last_session_id is None:
+            # Nothing ran there yet (a warm adapter's sandbox replaced it, or none was used).
+            conversation.boundary = self._boundary_for(conversation.context_id)
+            return
+        logger.warning(
+            "the conversation's sandbox was deleted or replaced; starting over in a new one",
+            extra={"context_id": conversation.context_id},
+        )
+        if conversation.session is not None:
+            self._retire(conversation, conversation.session)
+        conversation.last_session_id = None
+        conversation.boundary = self._boundary_for(conversation.context_id)
+        conversation.pending_notice = Notice(
+            "This conversation's working directory was deleted or replaced since the last "
+            "message: its files and the agent's memory of earlier messages are lost, and it "
+            "goes on in a new, empty directory."
+        )
 
-        Returns the adapter that gives way (the caller stops it before starting the new
-        one); raises CapacityError when every live adapter is busy."""
+    async def _admit(
+        self, conversation: Conversation, turn: Turn, on_events: EventsCallback
+    ) -> AgentSession | None:
+        """Room for one more adapter; returns the adapter that gives way (the caller stops
+        it first). When every live adapter is busy, wait first come first served up to
+        ACP_ADMISSION_TIMEOUT_MS, then raise CapacityError."""
+        if not self._admission:
+            room, displaced = self._make_room(conversation)
+            if room:
+                return displaced
+        limit = self.settings.max_sessions
+        timeout_s = self.settings.admission_timeout_s
+        self._admission.append(turn)
+        told: int | None = None
+        try:
+            with anyio.move_on_after(timeout_s):
+                while True:
+                    ahead = self._admission.index(turn)
+                    if ahead == 0:
+                        room, displaced = self._make_room(conversation)
+                        if room:
+                            return displaced
+                    if told != ahead:
+                        told = ahead
+                        await on_events(
+                            [Notice(f"Waiting for a free agent: {ahead} ahead of this task.")]
+                        )
+                    await _first_of(self._capacity_changed, turn.woken)
+                    if turn.cancelled:
+                        raise TurnCancelled
+                    turn.rearm()
+        finally:
+            self._admission.remove(turn)
+            self._capacity_freed()  # the next in line looks again
+        self.metrics.capacity_refused("sessions")
+        logger.warning(
+            "task refused: every adapter stayed busy",
+            extra={"max_sessions": limit, "waited_s": timeout_s},
+        )
+        waited = f" for {timeout_s:g} s (ACP_ADMISSION_TIMEOUT_MS)" if timeout_s > 0 else ""
+        raise CapacityError(
+            f"The bridge is running as many agents as it may ({limit}, ACP_MAX_SESSIONS), all "
+            f"busy with other conversations{waited}; send the task again when one finishes."
+        )
+
+    def _capacity_freed(self) -> None:
+        """Something that may free an adapter slot happened: waiting tasks look again."""
+        changed, self._capacity_changed = self._capacity_changed, anyio.Event()
+        changed.set()
+
+    def _make_room(self, conversation: Conversation) -> tuple[bool, AgentSession | None]:
+        """A slot for one more adapter, if one can be had now: free, or taken from a warm
+        or an idle adapter (returned: the caller stops it before starting the new one)."""
         limit = self.settings.max_sessions
         if self.pool.has_room:
-            return None
+            return True, None
         warm = self.pool.give_way()
         if warm is not None:
-            return warm
+            return True, warm
         idle = [
             c
             for c in self._conversations.values()
             if c is not conversation and c.session is not None and not c.busy
         ]
-        if idle:
-            oldest = min(idle, key=lambda c: c.last_used)
-            displaced = oldest.session
-            assert displaced is not None
-            # Its conversation's next start waits for this stop (one adapter per context).
-            self._retire(oldest, displaced)
-            logger.info(
-                "adapter stopped to make room",
-                extra={
-                    "context_id": oldest.context_id,
-                    "session_id": displaced.session_id,
-                    "pid": displaced.process.pid,
-                    "max_sessions": limit,
-                },
-            )
-            return displaced
-        self.metrics.capacity_refused("sessions")
-        logger.warning("task refused: every adapter is busy", extra={"max_sessions": limit})
-        raise CapacityError(
-            f"The bridge is running as many agents as it may ({limit}, ACP_MAX_SESSIONS), all "
-            "busy with other conversations; send the task again when one finishes."
+        if not idle:
+            return False, None
+        oldest = min(idle, key=lambda c: c.last_used)
+        displaced = oldest.session
+        assert displaced is not None
+        # Its conversation's next start waits for this stop (one adapter per context).
+        self._retire(oldest, displaced)
+        logger.info(
+            "adapter stopped to make room",
+            extra={
+                "context_id": oldest.context_id,
+                "session_id": displaced.session_id,
+                "pid": displaced.process.pid,
+                "max_sessions": limit,
+            },
         )
+        return True, displaced
 
     def _is_fresh(self, conversation: Conversation) -> bool:
         """A brand-new context whose sandbox holds nothing yet can take a warm adapter."""
@@ -405,11 +519,14 @@ class Bridge:
                 retiring.set()
                 if conversation.retiring is retiring:
                     conversation.retiring = None
+                # A slot is free: the pool may refill, a waiting task may start.
+                self.pool.fill()
+                self._capacity_freed()
 
         if self._task_group is None:
             retiring.set()
             return
-        self._task_group.start_soon(stop)
+        self._spawn(stop)
 
     async def _start_for(
         self, conversation: Conversation, displaced: AgentSession | None = None
@@ -421,11 +538,6 @@ class Bridge:
             retiring = conversation.retiring
             if retiring is not None:
                 await retiring.wait()
-            if conversation.boundary.owned and not self.sandboxes.is_current(
-                conversation.context_id, conversation.boundary
-            ):
-                conversation.boundary = self._boundary_for(conversation.context_id)
-                conversation.last_session_id = None
             session = await self._start(
                 conversation.boundary, load_session_id=conversation.last_session_id
             )
@@ -433,11 +545,11 @@ class Bridge:
                 await session.close()
                 raise AdapterStartError("the bridge is shutting down")
             if conversation.last_session_id is not None and session.memory_lost:
-                conversation.lost_memory_pending = True
+                conversation.pending_notice = notice_for_lost_memory(session.name)
             conversation.session = session
             conversation.last_session_id = session.session_id
             session.process.log_fields["context_id"] = conversation.context_id
-        except AdapterError as exc:
+        except (AdapterError, SandboxError) as exc:
             conversation.start_error = exc
         except Exception:
             logger.exception("adapter start failed", extra={"context_id": conversation.context_id})
@@ -448,6 +560,8 @@ class Bridge:
             conversation.starting = None
             if starting is not None:
                 starting.set()
+            if conversation.session is None:
+                self._capacity_freed()
 
     # --- turns -------------------------------------------------------------------------
 
@@ -496,10 +610,10 @@ class Bridge:
                     [Notice(f"Queued: {ahead} earlier task(s) of this conversation run first.")]
                 )
             await queue.wait_for(turn)
-            session = await self._ensure_session(conversation, turn)
-            if conversation.lost_memory_pending:
-                conversation.lost_memory_pending = False
-                await on_events([notice_for_lost_memory(session.name)])
+            session = await self._ensure_session(conversation, turn, on_events)
+            notice, conversation.pending_notice = conversation.pending_notice, None
+            if notice is not None:
+                await on_events([notice])
             if turn.cancelled:
                 raise TurnCancelled
             turn.session_id = session.session_id
@@ -539,6 +653,8 @@ class Bridge:
             turn.phase = Phase.ENDED
             conversation.last_used = time.monotonic()
             queue.leave(turn)
+            # The conversation may be idle now, so its adapter could give way.
+            self._capacity_freed()
 
     async def cancel(self, task_id: str, reason: str | None = None) -> bool:
         """Cancel a queued or running task. False if the bridge does not know it."""
@@ -559,22 +675,30 @@ class Bridge:
         period = min(REAP_EVERY_S, max(idle_s / 4, 0.05))
         while True:
             await anyio.sleep(period)
-            now = time.monotonic()
-            for conversation in list(self._conversations.values()):
-                session = conversation.session
-                if session is None or conversation.busy:
-                    continue
-                if now - conversation.last_used < idle_s:
-                    continue
-                logger.info(
-                    "adapter idle: stopping it",
-                    extra={
-                        "context_id": conversation.context_id,
-                        "pid": session.process.pid,
-                        "idle_s": round(now - conversation.last_used, 1),
-                    },
-                )
-                self._retire(conversation, session)
+            try:
+                self._reap_idle(idle_s)
+            except Exception:
+                # One bad pass must not end the reaping (nor the bridge).
+                self.metrics.background_failed("reaper")
+                logger.exception("reaping idle adapters failed; trying again later")
+
+    def _reap_idle(self, idle_s: float) -> None:
+        now = time.monotonic()
+        for conversation in list(self._conversations.values()):
+            session = conversation.session
+            if session is None or conversation.busy:
+                continue
+            if now - conversation.last_used < idle_s:
+                continue
+            logger.info(
+                "adapter idle: stopping it",
+                extra={
+                    "context_id": conversation.context_id,
+                    "pid": session.process.pid,
+                    "idle_s": round(now - conversation.last_used, 1),
+                },
+            )
+            self._retire(conversation, session)
 
 
 async def _first_of(*events: anyio.Event) -> None:

@@ -50,6 +50,16 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 # How long a task may wait in INPUT_REQUIRED for the answer to the agent's question before
 # the bridge declines it for the caller (the adapter is held for the whole wait).
 DEFAULT_QUESTION_TIMEOUT_S = 3600.0
+# How long a new conversation waits, first come first served, for an adapter slot when
+# every live adapter is busy, before it is REJECTED (0: refused at once).
+DEFAULT_ADMISSION_TIMEOUT_S = 60.0
+# A client's request headers, then its body, must arrive within these; a stalled client
+# would otherwise hold its connection forever.
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_BODY_TIMEOUT_S = 30.0
+# Open connections at most (SSE streams included): well below a default file-descriptor
+# limit of 1024, leaving room for the adapters' pipes.
+DEFAULT_MAX_CONNECTIONS = 512
 # Finished tasks kept in memory for GetTask/ListTasks; the oldest go first beyond this.
 DEFAULT_TASK_RETENTION = 10_000
 
@@ -256,6 +266,10 @@ class Settings:
     card_v03: bool = False
     push_allow_private: bool = False
     question_timeout_s: float = DEFAULT_QUESTION_TIMEOUT_S
+    admission_timeout_s: float = DEFAULT_ADMISSION_TIMEOUT_S
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     task_retention: int = DEFAULT_TASK_RETENTION
 
     def host_allowlist(self) -> frozenset[str] | None:
@@ -394,6 +408,10 @@ class Settings:
                 "A2A_PUSH_ALLOW_PRIVATE", env.get("A2A_PUSH_ALLOW_PRIVATE", "")
             ),
             question_timeout_s=_seconds(env, "A2A_QUESTION_TIMEOUT_MS", DEFAULT_QUESTION_TIMEOUT_S),
+            admission_timeout_s=_int(env, "ACP_ADMISSION_TIMEOUT_MS", 60_000, minimum=0) / 1000,
+            header_timeout_s=_seconds(env, "A2A_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_S),
+            body_timeout_s=_seconds(env, "A2A_BODY_TIMEOUT_MS", DEFAULT_BODY_TIMEOUT_S),
+            max_connections=_count(env, "A2A_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, minimum=1),
             task_retention=_count(env, "A2A_TASK_RETENTION", DEFAULT_TASK_RETENTION, minimum=1),
         )
 

@@ -39,7 +39,14 @@ class ConfigError(BridgeError):
 
 
 class SandboxError(BridgeError):
-    """A working directory could not be created or is not what the bridge expected."""
+    """A working directory could not be created or is not what the bridge expected.
+
+    The message (for the operator's log) names the path; `problem` says what went wrong
+    without it, for the caller, who is never shown the bridge's layout."""
+
+    def __init__(self, message: str, *, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem or "it is not a directory the bridge made"
 
 
 class CapacityError(BridgeError):

@@ -5,8 +5,8 @@
   is ContentTypeNotSupported -32005, an A2A error stays itself, and anything else is a
   plain internal error whose cause goes to the log, never to the caller).
 - A task that cannot finish gets a final state and a message written for its caller:
-  `task_failure` (a cap reached is REJECTED, a cancel is CANCELED, the agent's failure is
-  FAILED with what the bridge knows of it).
+  `task_failure` (a cap reached is REJECTED, a cancel is CANCELED, the agent's failure or a
+  sandbox that cannot be made is FAILED with what the bridge knows of it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,12 @@ from a2a.utils.errors import (
 )
 
 from a2a_acp_bridge.a2a.input import InputProblem
-from a2a_acp_bridge.errors import AdapterError, CapacityError, UnsupportedInputError
+from a2a_acp_bridge.errors import (
+    AdapterError,
+    CapacityError,
+    SandboxError,
+    UnsupportedInputError,
+)
 from a2a_acp_bridge.turn import Turn, TurnCancelled
 
 logger = logging.getLogger(__name__)
@@ -52,5 +57,12 @@ def task_failure(exc: Exception, turn: Turn) -> tuple[int, str]:
         return TaskState.TASK_STATE_REJECTED, str(exc)
     if isinstance(exc, (AdapterError, UnsupportedInputError)):
         return TaskState.TASK_STATE_FAILED, str(exc)
+    if isinstance(exc, SandboxError):
+        # The log names the path; the caller learns the cause, not the bridge's layout.
+        logger.error("the conversation's sandbox could not be made", extra={"error": str(exc)})
+        return (
+            TaskState.TASK_STATE_FAILED,
+            f"The bridge could not create the conversation's sandbox: {exc.problem}.",
+        )
     logger.error("task failed unexpectedly", exc_info=exc)
     return TaskState.TASK_STATE_FAILED, UNEXPECTED
