@@ -10,13 +10,17 @@ made with `mkdtemp`. The contextId is only a label on the name: it never chooses
 directory, so `..`, `/etc` or a planted directory cannot redirect a conversation. A
 directory is reused only while it is the very directory `mkdtemp` made (same device and
 inode, still a real directory strictly inside the parent); anything else wearing its name
-is never trusted, and the conversation gets a new one.
+is never trusted, and the conversation gets a new one. After a restart the map is
+restored from the conversation ledger (ledger.py) with the identities recorded when the
+directories were made, so the same check holds across restarts; `discard` removes a
+conversation's directory only while it is still that very directory.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import tempfile
 import threading
@@ -146,6 +150,81 @@ class Sandboxes:
         with self._lock:
             known = self._allocated.get(context_id)
             return known == boundary.root and self._still_made(boundary.root)
+
+    # --- durable state (issue 12) ---------------------------------------------------------
+
+    def identity_of(self, root: Path) -> Identity | None:
+        """The identity recorded when this object made `root` (for the ledger)."""
+        with self._lock:
+            return self._made.get(root)
+
+    def restore(self, context_id: str, root: Path, identity: Identity) -> bool:
+        """Tie a directory made before a restart back to its conversation, with the identity
+        it had then: it is handed out again only while it is still that very directory."""
+        with self._lock:
+            self._made[root] = identity
+            if not self._still_made(root):
+                del self._made[root]
+                return False
+            self._allocated[context_id] = root
+            return True
+
+    def forget(self, context_id: str) -> Path | None:
+        """Let the conversation go; returns its directory if it is still the one made."""
+        with self._lock:
+            root = self._allocated.pop(context_id, None)
+            if root is None:
+                return None
+            trusted = self._still_made(root)
+            self._made.pop(root, None)
+            return root if trusted else None
+
+    def discard(self, context_id: str) -> Path | None:
+        """Forget the conversation and delete its directory tree (symlinks inside are
+        removed, never followed), only if it is still the very directory made."""
+        root = self.forget(context_id)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        return root
+
+    def remove_if_empty(self, context_id: str) -> bool:
+        """Forget the conversation and remove its directory if nothing was put in it."""
+        with self._lock:
+            root = self._allocated.get(context_id)
+            if root is None or not self._still_made(root):
+                return False
+            try:
+                root.rmdir()
+            except OSError:
+                return False
+            del self._allocated[context_id]
+            self._made.pop(root, None)
+            return True
+
+    def remove_stale_empty(self, older_than: float) -> list[Path]:
+        """Empty directories under the parent that no conversation or warm adapter holds,
+        unchanged since `older_than` (wall clock): left by a bridge that was killed."""
+        removed: list[Path] = []
+        with self._lock:
+            held = set(self._made)
+        try:
+            entries = list(os.scandir(self.parent))
+        except OSError:
+            return removed
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                if not entry.is_dir(follow_symlinks=False) or path in held:
+                    continue
+                if entry.stat(follow_symlinks=False).st_mtime >= older_than:
+                    continue
+                path.rmdir()  # fails on anything not empty
+            except OSError:
+                continue
+            removed.append(path)
+        return removed
+
+    # --- end of durable state -------------------------------------------------------------
 
     def _still_made(self, root: Path) -> bool:
         """`root` is a directory this object made, and still that very directory."""

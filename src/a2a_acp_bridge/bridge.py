@@ -10,6 +10,12 @@ for the conversation's next message. A brand-new context takes a warm adapter wh
 one (pool.py). Idle adapters are stopped after ACP_IDLE_TIMEOUT_MS; their sandbox stays,
 and the next message loads the old session when the agent can.
 
+Across restarts (issue 12) the conversation ledger (ledger.py) keeps each conversation's
+sandbox, its identity and its last ACP session: a known context gets its old sandbox back
+(only while it is still the very directory made) and its session loaded; a context that
+never got an adapter leaves no directory behind, and the sweep removes conversations
+unused for ACP_SANDBOX_TTL.
+
 Two caps keep a busy bridge from eating the machine, and neither queues silently: live
 adapters (ACP_MAX_SESSIONS, counted by the pool; a new one first displaces a warm or the
 least recently used idle adapter, and when every one is busy the task is refused with
@@ -23,6 +29,7 @@ import contextlib
 import functools
 import logging
 import os
+import shlex
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +42,7 @@ from anyio.abc import TaskGroup
 from a2a_acp_bridge.acp.process import adapter_environment
 from a2a_acp_bridge.acp.session import AgentSession, SessionSpec, notice_for_lost_memory
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
-from a2a_acp_bridge.boundary import Boundary, Sandboxes, handed_boundary
+from a2a_acp_bridge.boundary import Boundary, Sandboxes, directory_identity, handed_boundary
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.errors import (
     AdapterError,
@@ -48,6 +55,7 @@ from a2a_acp_bridge.errors import (
     SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.ledger import ConversationLedger, ConversationRecord
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
@@ -64,6 +72,11 @@ REAP_EVERY_S = 30.0
 # regardless (each turn is itself bounded by the cancel grace, then its adapter stopped).
 SHUTDOWN_GRACE_S = 10.0
 SHUTDOWN_REASON = "Cancelled: the bridge is shutting down."
+SANDBOX_REPLACED = (
+    "This conversation's working directory was deleted or replaced since the last "
+    "message: its files and the agent's memory of earlier messages are lost, and it "
+    "goes on in a new, empty directory."
+)
 
 
 @dataclass(eq=False)
@@ -145,6 +158,12 @@ class Bridge:
         self.supervised: bool | None = None
         self.metrics = metrics or Metrics()
         self.pool.on_failure = lambda: self.metrics.background_failed("warm_start")
+        # --- durable state (issue 12): set by the app once the state database is open ---
+        self.ledger: ConversationLedger | None = None
+        # Raises StateWriteError when the task could not be recorded (a2a/durable_store.py).
+        self.task_recorded: Callable[[str], Awaitable[None]] | None = None
+        self._restored: dict[str, ConversationRecord] = {}
+        # --- end of durable state ---
         self.metrics.watch(
             conversation_adapters=lambda: sum(
                 1 for c in self._conversations.values() if c.session is not None
@@ -194,12 +213,17 @@ class Bridge:
         with anyio.CancelScope(shield=True):
             await self.cancel_all(grace_s)
             sessions = [c.session for c in self._conversations.values() if c.session is not None]
-            sessions.extend(self.pool.empty())
+            warm = self.pool.empty()
+            sessions.extend(warm)
             for conversation in self._conversations.values():
                 conversation.session = None
             async with anyio.create_task_group() as group:
                 for session in sessions:
                     group.start_soon(session.close)
+            for session in warm:
+                if session.spec.boundary.owned:
+                    with contextlib.suppress(OSError):
+                        session.spec.boundary.root.rmdir()  # a warm sandbox, still empty
             logger.info("adapters stopped", extra={"count": len(sessions)})
 
     @property
@@ -233,6 +257,10 @@ class Bridge:
         if self._task_group is None:
             raise RuntimeError("the bridge is not running")
         self._task_group.start_soon(self._guarded, "turn", func)
+
+    def run_in_background(self, func: Callable[[], Coroutine[Any, Any, Any]], name: str) -> None:
+        """Run the app's own background work (the sweep) guarded like the bridge's."""
+        self._spawn(func, name)
 
     def _spawn(self, func: Callable[[], Coroutine[Any, Any, Any]], name: str = "stop") -> None:
         if self._task_group is not None:
@@ -320,6 +348,7 @@ class Bridge:
                 context_id, self._boundary_for(context_id), TurnQueue(self.settings.max_queued)
             )
             self._conversations[context_id] = conversation
+            self._resume(conversation)
         return conversation
 
     def _boundary_for(self, context_id: str) -> Boundary:
@@ -396,11 +425,7 @@ class Bridge:
             self._retire(conversation, conversation.session)
         conversation.last_session_id = None
         conversation.boundary = self._boundary_for(conversation.context_id)
-        conversation.pending_notice = Notice(
-            "This conversation's working directory was deleted or replaced since the last "
-            "message: its files and the agent's memory of earlier messages are lost, and it "
-            "goes on in a new, empty directory."
-        )
+        conversation.pending_notice = Notice(SANDBOX_REPLACED)
 
     async def _admit(
         self, conversation: Conversation, turn: Turn, on_events: EventsCallback
@@ -587,6 +612,8 @@ class Bridge:
     ) -> TurnEnd:
         """Wait for the conversation's turn, make sure its adapter runs, and prompt it.
         Raises TurnCancelled when the task was cancelled before the agent was prompted."""
+        if self.task_recorded is not None:
+            await self.task_recorded(turn.task_id)
         conversation = self._conversation(turn.context_id)
         queue = conversation.queue
         if queue.full:
@@ -611,6 +638,7 @@ class Bridge:
                 )
             await queue.wait_for(turn)
             session = await self._ensure_session(conversation, turn, on_events)
+            await self._record(conversation)
             notice, conversation.pending_notice = conversation.pending_notice, None
             if notice is not None:
                 await on_events([notice])
@@ -653,6 +681,7 @@ class Bridge:
             turn.phase = Phase.ENDED
             conversation.last_used = time.monotonic()
             queue.leave(turn)
+            self._after_turn(conversation)
             # The conversation may be idle now, so its adapter could give way.
             self._capacity_freed()
 
@@ -667,6 +696,110 @@ class Bridge:
         if turn.running and session is not None:
             await session.cancel_turn(turn)
         return True
+
+    # --- durable state (issue 12) -------------------------------------------------------
+
+    @property
+    def agent_key(self) -> str:
+        """Which agent a recorded session belongs to: the preset, else the command line."""
+        agent = self.settings.agent
+        return f"preset:{agent.preset}" if agent.preset else "command:" + shlex.join(agent.command)
+
+    def restore(self, ledger: ConversationLedger, records: Sequence[ConversationRecord]) -> None:
+        """Take the conversations recorded before a restart: their sandboxes are trusted
+        again while each is still the very directory made, and their sessions loaded."""
+        self.ledger = ledger
+        for record in records:
+            if record.owned and record.identity is not None and self._handed is None:
+                self.sandboxes.restore(record.context_id, record.root, record.identity)
+            self._restored[record.context_id] = record
+
+    def _resume(self, conversation: Conversation) -> None:
+        """A conversation known from before the restart goes on with its last session, in
+        its old directory; when that directory is gone or the agent changed, the caller is
+        told what was lost (and the files, when still there, stay)."""
+        record = self._restored.pop(conversation.context_id, None)
+        if record is None or record.session_id is None:
+            return
+        if conversation.boundary.root != record.root:
+            logger.warning(
+                "the conversation's sandbox was deleted or replaced while the bridge was down",
+                extra={"context_id": conversation.context_id},
+            )
+            conversation.pending_notice = Notice(SANDBOX_REPLACED)
+            return
+        if record.agent != self.agent_key:
+            conversation.pending_notice = notice_for_lost_memory(self.agent_label)
+            return
+        conversation.last_session_id = record.session_id
+
+    async def _record(self, conversation: Conversation) -> None:
+        if self.ledger is None:
+            return
+        boundary = conversation.boundary
+        identity = (
+            self.sandboxes.identity_of(boundary.root)
+            if boundary.owned
+            else directory_identity(boundary.root)
+        )
+        await self.ledger.remember(
+            ConversationRecord(
+                context_id=conversation.context_id,
+                root=boundary.root,
+                identity=identity,
+                owned=boundary.owned,
+                agent=self.agent_key,
+                session_id=conversation.last_session_id,
+            )
+        )
+
+    def _after_turn(self, conversation: Conversation) -> None:
+        """A conversation whose turns never got an adapter (refused, cancelled, failed to
+        start) leaves nothing behind: no record, and its sandbox goes while still empty."""
+        context_id = conversation.context_id
+        unused = (
+            conversation.last_session_id is None
+            and conversation.session is None
+            and conversation.starting is None
+            and conversation.retiring is None
+            and not conversation.queue
+        )
+        if not unused:
+            if self.ledger is not None:
+                self.ledger.touch(context_id)
+            return
+        if self._conversations.get(context_id) is conversation:
+            del self._conversations[context_id]
+        if conversation.boundary.owned:
+            self.sandboxes.remove_if_empty(context_id)
+
+    async def sweep_conversations(self, now_ns: int) -> tuple[list[str], list[Path]]:
+        """Remove the conversations unused for ACP_SANDBOX_TTL: sandbox, record, and the
+        empty directories a killed bridge left; (context ids, directories removed)."""
+        ttl_s = self.settings.sandbox_ttl_s
+        if self.ledger is None or ttl_s is None:
+            return [], []
+        removed: list[str] = []
+        for record in self.ledger.unused_since(now_ns - int(ttl_s * 1e9)):
+            conversation = self._conversations.get(record.context_id)
+            if conversation is not None and (
+                conversation.busy or conversation.holds_adapter or conversation.retiring
+            ):
+                continue
+            self._conversations.pop(record.context_id, None)
+            self._restored.pop(record.context_id, None)
+            self.ledger.forget(record.context_id)
+            if record.owned and self._handed is None:
+                # Only while still the very directory made; never a handed ACP_CWD.
+                await anyio.to_thread.run_sync(self.sandboxes.discard, record.context_id)
+            removed.append(record.context_id)
+        directories: list[Path] = []
+        if self._handed is None:
+            cutoff_s = now_ns / 1e9 - ttl_s
+            directories = await anyio.to_thread.run_sync(
+                self.sandboxes.remove_stale_empty, cutoff_s
+            )
+        return removed, directories
 
     # --- idle adapters -----------------------------------------------------------------
 

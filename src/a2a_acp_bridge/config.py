@@ -7,6 +7,8 @@ naming the variable. Everything below the CLI receives a `Settings`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
 import shlex
@@ -15,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from a2a_acp_bridge.adapters import is_unsupervised_mode
@@ -62,6 +65,77 @@ DEFAULT_BODY_TIMEOUT_S = 30.0
 DEFAULT_MAX_CONNECTIONS = 512
 # Finished tasks kept in memory for GetTask/ListTasks; the oldest go first beyond this.
 DEFAULT_TASK_RETENTION = 10_000
+
+# --- durable state (issue 12) -----------------------------------------------------------
+# The state directory (ACP_STATE_DIR): the SQLite database, the push-config key file.
+STATE_DIR_NAME = ".a2a-acp-bridge"
+# Finished tasks older than this are deleted (A2A_TASK_TTL; 0: kept up to the retention).
+DEFAULT_TASK_TTL_S = 30 * 86400.0
+# Conversations unused this long lose their sandbox and record (ACP_SANDBOX_TTL; 0: never).
+DEFAULT_SANDBOX_TTL_S = 7 * 86400.0
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(variable: str, value: str) -> float | None:
+    """A duration such as `45s`, `30m`, `12h`, `7d` (a bare number is seconds); 0 is None,
+    meaning no limit."""
+    match = _DURATION_RE.fullmatch(value.strip().lower())
+    if match is None:
+        raise ConfigError(variable, f"{value!r} is not a duration (for example 90s, 30m, 12h, 7d)")
+    seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    return seconds if seconds > 0 else None
+
+
+def parse_push_keys(variable: str, value: str) -> tuple[str, ...]:
+    """Comma-separated Fernet keys (32 bytes, URL-safe base64): the first encrypts, every
+    one decrypts (to rotate, put the new key first)."""
+    keys = []
+    for item in value.split(","):
+        key = item.strip()
+        if not key:
+            continue
+        try:
+            raw = base64.urlsafe_b64decode(key.encode("ascii"))
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raw = b""
+        if len(raw) != 32:
+            # Never echo the key: the message goes to logs and terminals.
+            raise ConfigError(
+                variable,
+                "a key is 32 random bytes in URL-safe base64, 44 characters (for example: "
+                "openssl rand -base64 32 | tr '+/' '-_')",
+            )
+        keys.append(key)
+    return tuple(keys)
+
+
+class _StateValues(NamedTuple):
+    state_dir: Path
+    task_ttl_s: float | None
+    sandbox_ttl_s: float | None
+    push_keys: tuple[str, ...]
+
+
+def _state_settings(env: Mapping[str, str], base: Path) -> _StateValues:
+    """ACP_STATE_DIR, A2A_TASK_TTL, ACP_SANDBOX_TTL, A2A_PUSH_KEY, as Settings fields."""
+    state_text = env.get("ACP_STATE_DIR", "").strip()
+    state_dir = Path(state_text).expanduser() if state_text else base / STATE_DIR_NAME
+    if not state_dir.is_absolute():
+        state_dir = base / state_dir
+    task_ttl = env.get("A2A_TASK_TTL", "").strip()
+    sandbox_ttl = env.get("ACP_SANDBOX_TTL", "").strip()
+    return _StateValues(
+        state_dir=state_dir,
+        task_ttl_s=parse_duration("A2A_TASK_TTL", task_ttl) if task_ttl else DEFAULT_TASK_TTL_S,
+        sandbox_ttl_s=(
+            parse_duration("ACP_SANDBOX_TTL", sandbox_ttl) if sandbox_ttl else DEFAULT_SANDBOX_TTL_S
+        ),
+        push_keys=parse_push_keys("A2A_PUSH_KEY", env.get("A2A_PUSH_KEY", "")),
+    )
+
+
+# --- end of durable state ------------------------------------------------------------------
 
 # The adapters' npm packages, pinned here and only here (adapters/package.json must agree;
 # a test checks it). A preset runs the copy installed under adapters/ when there is one,
@@ -271,6 +345,12 @@ class Settings:
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     task_retention: int = DEFAULT_TASK_RETENTION
+    # --- durable state (issue 12) ---
+    state_dir: Path = field(default_factory=lambda: Path.cwd() / STATE_DIR_NAME)
+    task_ttl_s: float | None = DEFAULT_TASK_TTL_S
+    sandbox_ttl_s: float | None = DEFAULT_SANDBOX_TTL_S
+    push_keys: tuple[str, ...] = field(default=(), repr=False)
+    # --- end of durable state ---
 
     def host_allowlist(self) -> frozenset[str] | None:
         """Host names the server answers to, or None when any is accepted.
@@ -413,6 +493,7 @@ class Settings:
             body_timeout_s=_seconds(env, "A2A_BODY_TIMEOUT_MS", DEFAULT_BODY_TIMEOUT_S),
             max_connections=_count(env, "A2A_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, minimum=1),
             task_retention=_count(env, "A2A_TASK_RETENTION", DEFAULT_TASK_RETENTION, minimum=1),
+            **_state_settings(env, base)._asdict(),  # durable state (issue 12)
         )
 
 

@@ -6,6 +6,8 @@
      ├── CapacityError            a cap is reached: live adapters or one context's queue
      ├── UnsupportedInputError    a part of the message cannot reach this agent without loss
      ├── InputProblem             the message cannot be carried as it is (a2a/input.py)
+     ├── StateError               the state directory cannot be used (start-up only)
+     │    └── StateWriteError     the state database refused a write (full, read-only, locked)
      └── AdapterError             the coding agent could not serve the turn
           ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed
           │    └── SupervisionError   the supervised mode is missing, refused or reads back wrong
@@ -55,6 +57,21 @@ class CapacityError(BridgeError):
 
 class UnsupportedInputError(BridgeError):
     """A part of the message cannot be given to this agent without losing it."""
+
+
+class StateError(BridgeError):
+    """The state directory or its database cannot be used: refused at start-up, with
+    what to do about it (state.py)."""
+
+
+class StateWriteError(StateError):
+    """The state database refused a write. `problem` names the cause in a few words
+    ("the disk is full", "it is read-only", "it is locked by another process"), for the
+    caller and /readyz, without the bridge's paths."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"the bridge's state database cannot be written: {problem}")
+        self.problem = problem
 
 
 class AdapterError(BridgeError):

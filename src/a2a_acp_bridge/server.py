@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - a2a-sdk[http-server] brings it
 
 from a2a_acp_bridge.a2a.app import build_app
 from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.errors import StateError
 from a2a_acp_bridge.http_protocol import ClientLimits, protocol_class
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,16 @@ class BridgeServer(uvicorn.Server):
             SseStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # The state directory first: one that cannot be used stops the start with one
+        # line saying why, before the port is bound (a2a/persistence.py).
+        persistence = getattr(self.app.state, "persistence", None)
+        if persistence is not None:
+            try:
+                await persistence.open()
+            except StateError as exc:
+                logger.error("the state directory cannot be used", extra={"error": str(exc)})
+                self.should_exit = True
+                return
         await super().startup(sockets)
         port = self.bound_port()
         if port is not None:

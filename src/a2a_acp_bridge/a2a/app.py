@@ -8,6 +8,9 @@
     GET  /readyz                         ready: a new conversation could get an adapter now
     GET  /metrics                        Prometheus text format (needs the token, if one is set)
 
+The state directory (persistence.py) is opened before the port is bound, and closed
+last: tasks, push configs and conversations survive a restart.
+
 Every request passes the guard first (`guard.py`: Host allowlist, bearer token, body
 limit), then the gate (`gate.py`: the A2A checks the SDK does not make: JSON-RPC
 Content-Type, the version query parameter, media types). The lifespan owns the bridge
@@ -32,7 +35,6 @@ from a2a.server.context import ServerCallContext
 from a2a.server.routes import create_agent_card_routes, create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.server.tasks import InMemoryPushNotificationConfigStore
 from a2a.types.a2a_pb2 import AgentCard
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
@@ -43,15 +45,18 @@ from starlette.routing import Route
 
 from a2a_acp_bridge.a2a.card import build_card
 from a2a_acp_bridge.a2a.compat import Compat03Adapter
+from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
 from a2a_acp_bridge.a2a.gate import Gate
 from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
+from a2a_acp_bridge.a2a.persistence import Persistence
 from a2a_acp_bridge.a2a.push import PushDelivery, PushUrlPolicy
-from a2a_acp_bridge.a2a.store import TaskStore
+from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.metrics import CONTENT_TYPE
+from a2a_acp_bridge.state_writer import StateHealth
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +114,11 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     async def card_modifier(_card: AgentCard) -> AgentCard:
         return current_card()
 
-    push_configs = InMemoryPushNotificationConfigStore()
+    push_configs = DurablePushConfigStore()
     push_policy = PushUrlPolicy(allow_private=settings.push_allow_private)
     push = PushDelivery(push_configs, push_policy)
-    task_store = TaskStore(retention=settings.task_retention)
+    task_store = DurableTaskStore(retention=settings.task_retention, ttl_s=settings.task_ttl_s)
+    persistence = Persistence(settings, bridge, task_store, push_configs, push)
     handler = BridgeRequestHandler(
         bridge=bridge,
         agent_executor=BridgeExecutor(bridge),
@@ -138,7 +144,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         return JSONResponse({"status": "failing: the bridge cannot serve"}, status_code=503)
 
     async def readyz(_request: Request) -> Response:
-        checks = readiness(settings, bridge)
+        checks = readiness(settings, bridge, persistence.database.health)
         ready = all(check["ok"] for check in checks.values())
         body = {"status": "ready" if ready else "not ready", "checks": checks}
         return JSONResponse(body, status_code=200 if ready else 503)
@@ -159,7 +165,9 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        async with bridge, push:
+        async with persistence.running() as ended, bridge, push:
+            await persistence.notify(ended)
+            persistence.start_sweeping()
             lifespan_up["value"] = True
             try:
                 yield
@@ -167,6 +175,8 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
                 lifespan_up["value"] = False
                 await bridge.shutdown()
                 await handler.aclose()
+                # Whatever is still not terminal (no turn ran it) ends now, and is written.
+                await persistence.notify(await task_store.end_unfinished())
 
     routes = [
         Route(AGENT_CARD_WELL_KNOWN_PATH, card, methods=["GET"]),
@@ -194,22 +204,29 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     app.state.task_store = task_store
     app.state.server = state
     app.state.push = push
+    app.state.persistence = persistence
     return app
 
 
-def readiness(settings: Settings, bridge: Bridge) -> dict[str, dict[str, object]]:
+def readiness(
+    settings: Settings, bridge: Bridge, state: StateHealth | None = None
+) -> dict[str, dict[str, object]]:
     """What /readyz checks: could a new conversation get an adapter now?
 
     It checks what can be known without starting one: the bridge is serving, the agent's
     program can be found, the working directory can be written, and a slot is free (or a
     warm or idle adapter would give way). It cannot know whether the agent's credentials
-    work. The endpoint is public, so it names no path or program: the log does."""
+    work, and `state`: the state database takes writes (else the cause, in a few words).
+    The endpoint is public, so it names no path or program: the log does."""
     program = settings.agent.command[0]
     found = shutil.which(program) if os.sep not in program else program
     runnable = found is not None and os.access(found, os.X_OK)
     workdir = settings.acp_cwd or settings.sandbox_parent
     probe = workdir if workdir.exists() else workdir.parent
     writable = os.access(probe, os.W_OK | os.X_OK)
+    state_check: dict[str, object] = {"ok": state is None or state.ok}
+    if state is not None and state.problem is not None:
+        state_check["problem"] = f"the state database cannot be written: {state.problem}"
     return {
         "serving": {"ok": bridge.accepting},
         "agent": {"ok": runnable},
@@ -219,4 +236,5 @@ def readiness(settings: Settings, bridge: Bridge) -> dict[str, dict[str, object]
             "live": bridge.live_adapters,
             "max": settings.max_sessions,
         },
+        "state": state_check,
     }

@@ -6,7 +6,8 @@
   plain internal error whose cause goes to the log, never to the caller).
 - A task that cannot finish gets a final state and a message written for its caller:
   `task_failure` (a cap reached is REJECTED, a cancel is CANCELED, the agent's failure or a
-  sandbox that cannot be made is FAILED with what the bridge knows of it).
+  sandbox that cannot be made, or a task the state database cannot record, is FAILED with
+  what the bridge knows of it).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from a2a_acp_bridge.errors import (
     AdapterError,
     CapacityError,
     SandboxError,
+    StateWriteError,
     UnsupportedInputError,
 )
 from a2a_acp_bridge.turn import Turn, TurnCancelled
@@ -57,6 +59,13 @@ def task_failure(exc: Exception, turn: Turn) -> tuple[int, str]:
         return TaskState.TASK_STATE_REJECTED, str(exc)
     if isinstance(exc, (AdapterError, UnsupportedInputError)):
         return TaskState.TASK_STATE_FAILED, str(exc)
+    if isinstance(exc, StateWriteError):
+        # Before anything reached the agent: a task the bridge cannot record is not run.
+        return (
+            TaskState.TASK_STATE_FAILED,
+            f"The bridge could not record this task ({exc}); nothing was sent to the "
+            "agent. Send it again once the bridge is ready (/readyz).",
+        )
     if isinstance(exc, SandboxError):
         # The log names the path; the caller learns the cause, not the bridge's layout.
         logger.error("the conversation's sandbox could not be made", extra={"error": str(exc)})

@@ -69,7 +69,11 @@ class TaskStore(InMemoryTaskStore):
             self._finished[task.id] = context
             while len(self._finished) > self._retention:
                 oldest, owner = self._finished.popitem(last=False)
-                await super().delete(oldest, owner)
+                await self._evict(oldest, owner)
+
+    async def _evict(self, task_id: str, context: ServerCallContext) -> None:
+        """A finished task beyond the retention goes (a2a/durable_store.py deletes its row)."""
+        await super().delete(task_id, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         self._finished.pop(task_id, None)

@@ -1,0 +1,88 @@
+"""The state directory wired into the app: opened, restored, swept and closed in order.
+
+`open` makes, locks, checks and migrates the database and reads the push key; the server
+calls it before it binds its port (server.py), so a state directory the bridge refuses
+stops the start with one line saying why. `running()` (the app's lifespan) then starts the
+writer, restores the tasks (ending those that were running when the bridge stopped), the
+push configs and the conversations, and hands the bridge its hooks; its end writes what
+is still pending and closes the database, after the bridge and push delivery are done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+from a2a.types.a2a_pb2 import TaskStatusUpdateEvent
+from cryptography.fernet import MultiFernet
+
+from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
+from a2a_acp_bridge.a2a.push import PushDelivery
+from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
+from a2a_acp_bridge.bridge import Bridge
+from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.ledger import ConversationLedger
+from a2a_acp_bridge.push_key import push_cipher
+from a2a_acp_bridge.state import StateDatabase
+from a2a_acp_bridge.sweep import Sweeper
+
+logger = logging.getLogger(__name__)
+
+
+class Persistence:
+    def __init__(
+        self,
+        settings: Settings,
+        bridge: Bridge,
+        task_store: DurableTaskStore,
+        push_configs: DurablePushConfigStore,
+        push: PushDelivery,
+    ) -> None:
+        self.settings = settings
+        self.bridge = bridge
+        self.task_store = task_store
+        self.push_configs = push_configs
+        self.push = push
+        self.database = StateDatabase(settings.state_dir)
+        self.ledger = ConversationLedger(self.database)
+        self.sweeper = Sweeper(
+            task_store, bridge, on_failure=lambda: bridge.metrics.background_failed("sweep")
+        )
+        self._cipher: MultiFernet | None = None
+
+    async def open(self) -> None:
+        """Raises StateError (with what to do) when the state directory cannot be used."""
+        await self.database.open()
+        if self._cipher is None:
+            try:
+                self._cipher = push_cipher(self.settings.push_keys, self.settings.state_dir)
+            except BaseException:
+                await self.database.close()
+                raise
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[list[TaskStatusUpdateEvent]]:
+        """The database open with its writer running; yields the tasks ended by the
+        restart (their webhooks are told once push delivery runs)."""
+        await self.open()
+        assert self._cipher is not None
+        async with self.database:
+            ended = await self.task_store.restore(self.database)
+            await self.push_configs.restore(self.database, self._cipher)
+            self.task_store.on_delete.append(self.push_configs.forget_task)
+            records = await self.ledger.load()
+            self.bridge.restore(self.ledger, records)
+            self.bridge.task_recorded = self.task_store.ensure_recorded
+            yield ended
+
+    def start_sweeping(self) -> None:
+        self.bridge.run_in_background(self.sweeper.run, "sweep")
+
+    async def notify(self, events: Sequence[TaskStatusUpdateEvent]) -> None:
+        """Tell each ended task's webhooks (push.py delivers in the background)."""
+        for event in events:
+            try:
+                await self.push.send_notification(event.task_id, event)
+            except Exception:
+                logger.exception("a push notification could not be queued")

@@ -1,0 +1,128 @@
+"""Push-notification configs, kept in memory for delivery and in the state database,
+encrypted, for the next start.
+
+Why not a2a-sdk's `DatabasePushNotificationConfigStore`: push delivery (push.py) looks up a
+task's configs for every event, and that store reads them from the database (and decrypts
+them) on each call; it also creates its table without a schema version. Here every read is
+from memory; a config is written, encrypted whole (Fernet, push_key.py: its URL, token and
+credentials), before the caller is told it was stored, and deleted before the caller is
+told it was deleted; a write the database refuses is an error for the caller, naming the
+cause, and changes nothing. A task's configs go when the task is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import resolve_user_scope
+from a2a.server.tasks import PushNotificationConfigStore
+from a2a.server.tasks.push_notification_config_store import normalize_push_notification_config
+from a2a.types.a2a_pb2 import TaskPushNotificationConfig
+from a2a.utils.errors import InternalError
+from cryptography.fernet import InvalidToken, MultiFernet
+from google.protobuf.message import DecodeError
+from sqlalchemy import select
+
+from a2a_acp_bridge.errors import StateWriteError
+from a2a_acp_bridge.schema import push_configs
+from a2a_acp_bridge.state import StateDatabase
+from a2a_acp_bridge.state_writer import Delete, Upsert
+
+logger = logging.getLogger(__name__)
+
+
+class DurablePushConfigStore(PushNotificationConfigStore):
+    """Configs by task, then config id: (owner, config)."""
+
+    def __init__(self) -> None:
+        self._configs: dict[str, dict[str, tuple[str, TaskPushNotificationConfig]]] = {}
+        self._database: StateDatabase | None = None
+        self._cipher: MultiFernet | None = None
+
+    async def restore(self, database: StateDatabase, cipher: MultiFernet) -> int:
+        """Load the stored configs; one that cannot be decrypted (another key) is left out."""
+        self._database = database
+        self._cipher = cipher
+        async with database.engine.connect() as conn:
+            rows = (await conn.execute(select(push_configs))).mappings().all()
+        for row in rows:
+            config = TaskPushNotificationConfig()
+            try:
+                config.ParseFromString(cipher.decrypt(row["body"]))
+            except (InvalidToken, DecodeError):
+                logger.error(
+                    "a stored push config cannot be decrypted (was A2A_PUSH_KEY changed?); "
+                    "it is not used",
+                    extra={"task_id": row["task_id"], "config_id": row["config_id"]},
+                )
+                continue
+            self._configs.setdefault(row["task_id"], {})[row["config_id"]] = (row["owner"], config)
+        return len(rows)
+
+    async def set_info(
+        self,
+        task_id: str,
+        notification_config: TaskPushNotificationConfig,
+        context: ServerCallContext,
+    ) -> TaskPushNotificationConfig:
+        stored = normalize_push_notification_config(task_id, notification_config)
+        owner = resolve_user_scope(context)
+        if self._database is not None and self._cipher is not None:
+            body = self._cipher.encrypt(stored.SerializeToString(deterministic=True))
+            row = {"task_id": task_id, "config_id": stored.id, "owner": owner, "body": body}
+            await self._write(("push", task_id, stored.id), Upsert(push_configs, lambda: row))
+        self._configs.setdefault(task_id, {})[stored.id] = (owner, stored)
+        result = TaskPushNotificationConfig()
+        result.CopyFrom(stored)
+        return result
+
+    async def get_info(
+        self, task_id: str, context: ServerCallContext
+    ) -> list[TaskPushNotificationConfig]:
+        owner = resolve_user_scope(context)
+        return [c for o, c in self._configs.get(task_id, {}).values() if o == owner]
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        return [config for _owner, config in self._configs.get(task_id, {}).values()]
+
+    async def delete_info(
+        self,
+        task_id: str,
+        context: ServerCallContext,
+        config_id: str | None = None,
+    ) -> None:
+        owner = resolve_user_scope(context)
+        known = self._configs.get(task_id, {})
+        doomed = [
+            cid
+            for cid, (o, _config) in known.items()
+            if o == owner and (config_id is None or cid == config_id)
+        ]
+        for cid in doomed:
+            where = {"task_id": task_id, "config_id": cid}
+            await self._write(("push", task_id, cid), Delete(push_configs, where))
+            del known[cid]
+        if not known:
+            self._configs.pop(task_id, None)
+
+    def forget_task(self, task_id: str) -> None:
+        """The task was deleted: its configs go too."""
+        known = self._configs.pop(task_id, None)
+        if not known or self._database is None:
+            return
+        for cid in known:
+            where = {"task_id": task_id, "config_id": cid}
+            self._database.writer.submit(("push", task_id, cid), Delete(push_configs, where))
+
+    async def _write(self, key: tuple[str, str, str], op: Upsert | Delete) -> None:
+        if self._database is None:
+            return
+        try:
+            await self._database.writer.write(key, op)
+        except StateWriteError as exc:
+            # The caller is told nothing changed: the writer must not retry it later.
+            self._database.writer.withdraw(key, op)
+            raise InternalError(
+                message=f"The push-notification config was not changed: {exc}; try again later."
+            ) from None

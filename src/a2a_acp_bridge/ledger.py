@@ -1,0 +1,151 @@
+"""The conversation ledger: which sandbox and which ACP session each conversation has,
+kept in the state database so a restart finds them again.
+
+A `ConversationRecord` is what the bridge knows of one A2A context: its working directory
+with the identity (st_dev, st_ino) it had when the bridge made it (boundary.py trusts a
+sandbox only while it is that very directory), whether the bridge owns it, which agent
+(the preset, or the command line) made its ACP session and that session's id, the
+principal that owns it ("default" until callers are told apart), and when it was last
+used. The ledger keeps every record in memory and writes through the state writer: a new
+record, or a new session or sandbox, is written before the turn goes on (`remember`); the
+time of last use goes with the next batch (`touch`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from a2a_acp_bridge.boundary import Identity
+from a2a_acp_bridge.errors import StateWriteError
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL, conversations
+from a2a_acp_bridge.state import StateDatabase
+from a2a_acp_bridge.state_writer import Delete, Upsert
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConversationRecord:
+    context_id: str
+    root: Path
+    identity: Identity | None
+    owned: bool
+    agent: str
+    session_id: str | None
+    principal: str = DEFAULT_PRINCIPAL
+    created_ns: int = 0
+    last_used_ns: int = 0
+
+    def same_place(self, other: ConversationRecord) -> bool:
+        """Nothing worth writing at once changed (only the time of last use may have)."""
+        return replace(other, created_ns=self.created_ns, last_used_ns=self.last_used_ns) == self
+
+
+def _identity_text(identity: Identity | None) -> str | None:
+    return None if identity is None else f"{identity[0]}:{identity[1]}"
+
+
+def _identity_of(value: object) -> Identity | None:
+    if not isinstance(value, str) or ":" not in value:
+        return None
+    device, _, inode = value.partition(":")
+    if not (device.isdigit() and inode.isdigit()):
+        return None
+    return (int(device), int(inode))
+
+
+class ConversationLedger:
+    """The records, in memory and in the state database."""
+
+    def __init__(self, database: StateDatabase) -> None:
+        self._database = database
+        self._records: dict[str, ConversationRecord] = {}
+
+    async def load(self) -> list[ConversationRecord]:
+        async with self._database.engine.connect() as conn:
+            rows = (await conn.execute(select(conversations))).mappings().all()
+        for row in rows:
+            record = ConversationRecord(
+                context_id=row["context_id"],
+                root=Path(row["root"]),
+                identity=_identity_of(row["identity"]),
+                owned=bool(row["owned"]),
+                agent=row["agent"],
+                session_id=row["session_id"],
+                principal=row["principal"],
+                created_ns=row["created_ns"],
+                last_used_ns=row["last_used_ns"],
+            )
+            self._records[record.context_id] = record
+        return list(self._records.values())
+
+    def get(self, context_id: str) -> ConversationRecord | None:
+        return self._records.get(context_id)
+
+    async def remember(self, record: ConversationRecord) -> None:
+        """Keep `record`; written before this returns when more than its time of last use
+        changed. A write the database refuses is logged (and retried by the writer): the
+        conversation goes on, and a restart before the retry would lose only the link."""
+        now = time.time_ns()
+        known = self._records.get(record.context_id)
+        record = replace(
+            record,
+            created_ns=known.created_ns if known is not None else now,
+            last_used_ns=now,
+        )
+        self._records[record.context_id] = record
+        op = Upsert(conversations, lambda: self._row(record.context_id))
+        key = ("conversation", record.context_id)
+        if known is not None and known.same_place(record):
+            self._database.writer.submit(key, op)
+            return
+        try:
+            await self._database.writer.write(key, op)
+        except StateWriteError as exc:
+            logger.warning(
+                "the conversation could not be recorded yet",
+                extra={"context_id": record.context_id, "problem": exc.problem},
+            )
+
+    def touch(self, context_id: str) -> None:
+        known = self._records.get(context_id)
+        if known is None:
+            return
+        self._records[context_id] = replace(known, last_used_ns=time.time_ns())
+        self._database.writer.submit(
+            ("conversation", context_id), Upsert(conversations, lambda: self._row(context_id))
+        )
+
+    def forget(self, context_id: str) -> None:
+        if self._records.pop(context_id, None) is None:
+            return
+        self._database.writer.submit(
+            ("conversation", context_id),
+            Delete(conversations, {"context_id": context_id}),
+            soon=True,
+        )
+
+    def unused_since(self, cutoff_ns: int) -> list[ConversationRecord]:
+        """The records last used before `cutoff_ns` (wall clock), oldest first."""
+        stale = [r for r in self._records.values() if r.last_used_ns < cutoff_ns]
+        return sorted(stale, key=lambda r: r.last_used_ns)
+
+    def _row(self, context_id: str) -> dict[str, Any]:
+        record = self._records[context_id]
+        return {
+            "context_id": record.context_id,
+            "principal": record.principal,
+            "root": str(record.root),
+            "identity": _identity_text(record.identity),
+            "owned": record.owned,
+            "agent": record.agent,
+            "session_id": record.session_id,
+            "created_ns": record.created_ns,
+            "last_used_ns": record.last_used_ns,
+        }

@@ -1,0 +1,201 @@
+"""The state database's schema: its tables as they are now, and the versioned steps that
+build them, each once, in order.
+
+The tables (SQLAlchemy Core, no ORM) say only what SQLite and PostgreSQL both have: text,
+64-bit integers, booleans and bytes. A task is stored whole as its protobuf bytes beside
+the columns a query needs (its context, owner, state and when it finished); a push config
+as its protobuf bytes encrypted; a conversation as plain columns.
+
+`migrate` reads the version the database is at (the `meta` table's `schema_version` row),
+refuses a database written by a newer bridge (its version above `SCHEMA_VERSION`: running
+on would silently misread it), and applies the missing steps in one transaction, so an
+upgrade interrupted half-way leaves the old version intact. A step describes the tables as
+they were at its version, never the module-level ones, which keep changing: a test builds
+the database from scratch through every step and checks that it matches these tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    Index,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+)
+
+from a2a_acp_bridge.errors import StateError
+
+# The principal of a conversation until callers are told apart (a later issue fills it).
+DEFAULT_PRINCIPAL = "default"
+SCHEMA_VERSION_KEY = "schema_version"
+
+metadata = MetaData()
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+# One A2A task: the Task protobuf in `body`; the rest is what queries filter and sort on.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", String(255), primary_key=True),
+    Column("context_id", String(255), nullable=False),
+    # The SDK's owner partition (the caller's user name; empty without authentication).
+    Column("owner", String(255), nullable=False, default=""),
+    Column("state", String(32), nullable=False),
+    Column("updated_ns", BigInteger, nullable=False),
+    # Wall clock (ns since the epoch) when the task reached a terminal state, else null.
+    Column("finished_ns", BigInteger, nullable=True),
+    Column("body", LargeBinary, nullable=False),
+    Index("tasks_context", "context_id"),
+    Index("tasks_finished", "finished_ns"),
+)
+
+# A push-notification config: the TaskPushNotificationConfig protobuf, encrypted (Fernet).
+push_configs = Table(
+    "push_configs",
+    metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("config_id", String(255), primary_key=True),
+    Column("owner", String(255), nullable=False, default=""),
+    Column("body", LargeBinary, nullable=False),
+)
+
+# A conversation (A2A context): where it works and which ACP session holds its memory.
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("context_id", String(255), primary_key=True),
+    Column("principal", String(255), nullable=False, default=DEFAULT_PRINCIPAL),
+    # The sandbox (or ACP_CWD) and the identity the bridge saw: "st_dev:st_ino".
+    Column("root", Text, nullable=False),
+    Column("identity", String(64), nullable=True),
+    Column("owned", Boolean, nullable=False),
+    # Which agent made the session: the preset, or the command line.
+    Column("agent", Text, nullable=False),
+    Column("session_id", String(255), nullable=True),
+    Column("created_ns", BigInteger, nullable=False),
+    Column("last_used_ns", BigInteger, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step: the schema at `version` from the one before."""
+
+    version: int
+    summary: str
+    apply: Callable[[Connection], None]
+
+
+def _v1(conn: Connection) -> None:
+    step = MetaData()
+    Table(
+        "meta",
+        step,
+        Column("key", String(64), primary_key=True),
+        Column("value", Text, nullable=False),
+    )
+    Table(
+        "tasks",
+        step,
+        Column("id", String(255), primary_key=True),
+        Column("context_id", String(255), nullable=False),
+        Column("owner", String(255), nullable=False, default=""),
+        Column("state", String(32), nullable=False),
+        Column("updated_ns", BigInteger, nullable=False),
+        Column("finished_ns", BigInteger, nullable=True),
+        Column("body", LargeBinary, nullable=False),
+        Index("tasks_context", "context_id"),
+        Index("tasks_finished", "finished_ns"),
+    )
+    Table(
+        "push_configs",
+        step,
+        Column("task_id", String(255), primary_key=True),
+        Column("config_id", String(255), primary_key=True),
+        Column("owner", String(255), nullable=False, default=""),
+        Column("body", LargeBinary, nullable=False),
+    )
+    step.create_all(conn)
+
+
+def _v2(conn: Connection) -> None:
+    step = MetaData()
+    Table(
+        "conversations",
+        step,
+        Column("context_id", String(255), primary_key=True),
+        Column("principal", String(255), nullable=False, default=DEFAULT_PRINCIPAL),
+        Column("root", Text, nullable=False),
+        Column("identity", String(64), nullable=True),
+        Column("owned", Boolean, nullable=False),
+        Column("agent", Text, nullable=False),
+        Column("session_id", String(255), nullable=True),
+        Column("created_ns", BigInteger, nullable=False),
+        Column("last_used_ns", BigInteger, nullable=False),
+    )
+    step.create_all(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "tasks and push-notification configs", _v1),
+    Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+def schema_version(conn: Connection) -> int:
+    """The version the database is at: 0 when it is empty. A database holding tables but
+    no version is not the bridge's, and is refused rather than written into."""
+    names = set(inspect(conn).get_table_names())
+    if not names:
+        return 0
+    if meta.name not in names:
+        raise StateError(
+            f"the database holds tables ({', '.join(sorted(names))}) but no schema version: "
+            "it is not an a2a-acp-bridge state database"
+        )
+    value = conn.execute(select(meta.c.value).where(meta.c.key == SCHEMA_VERSION_KEY)).scalar()
+    if value is None or not str(value).isdigit():
+        raise StateError(f"the database's schema version is unreadable ({value!r})")
+    return int(value)
+
+
+def migrate(conn: Connection, target: int = SCHEMA_VERSION) -> tuple[int, int]:
+    """Bring the database to `target` inside the caller's transaction; (from, to)."""
+    found = schema_version(conn)
+    if found > SCHEMA_VERSION:
+        raise StateError(
+            f"the database is at schema version {found}, newer than this bridge knows "
+            f"({SCHEMA_VERSION}): it was written by a newer a2a-acp-bridge; run that version, "
+            "or restore a backup made before the upgrade"
+        )
+    for step in MIGRATIONS:
+        if found < step.version <= target:
+            step.apply(conn)
+            _set_version(conn, step.version)
+    return found, max(found, min(target, SCHEMA_VERSION))
+
+
+def _set_version(conn: Connection, version: int) -> None:
+    updated = conn.execute(
+        meta.update().where(meta.c.key == SCHEMA_VERSION_KEY).values(value=str(version))
+    )
+    if updated.rowcount == 0:
+        conn.execute(meta.insert().values(key=SCHEMA_VERSION_KEY, value=str(version)))

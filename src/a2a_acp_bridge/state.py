@@ -1,0 +1,253 @@
+"""The state directory: one SQLite database, locked, checked and migrated at start.
+
+`ACP_STATE_DIR` (default `./.a2a-acp-bridge`) holds `state.db` (with its `-wal` and `-shm`
+files while the bridge runs), `push.key` (push_key.py) and `lock`. `StateDatabase.open`
+makes the directory (mode 0700), takes the lock (one bridge per state directory: two would
+each fail the other's running tasks at start), and opens the database in WAL mode with
+`synchronous=FULL` (a commit is on disk when it returns) and a busy timeout, then checks
+it (`PRAGMA quick_check`) and migrates it (schema.py). A file that is not a database, a
+damaged one, one from a newer bridge or another program's, is refused with `StateError`
+saying what to do: the bridge never writes into what it cannot read.
+
+While running, every write goes through the `StateWriter` (state_writer.py), whose batches
+run in this object's task group: `async with database:` starts it, and its end writes what
+is still pending.
+
+The engine is SQLAlchemy's asyncio engine over `aiosqlite`; a later PostgreSQL store can
+take the same schema and writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import sqlite3
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from sqlalchemy import event, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from a2a_acp_bridge.errors import StateError
+from a2a_acp_bridge.schema import SCHEMA_VERSION, migrate
+from a2a_acp_bridge.state_writer import StateHealth, StateWriter, describe_failure
+
+logger = logging.getLogger(__name__)
+
+DATABASE_FILE = "state.db"
+LOCK_FILE = "lock"
+# A write waits this long for a lock another process holds (a backup, an sqlite3 shell)
+# before it fails as "locked".
+BUSY_TIMEOUT_MS = 5000
+# At shutdown, how long the last writes may take (a full disk fails them at once).
+CLOSE_FLUSH_S = 10.0
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class StateDatabase:
+    """The state directory's database. `await open()` at start, then `async with` it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / DATABASE_FILE
+        self.health = StateHealth()
+        self._engine: AsyncEngine | None = None
+        self._writer: StateWriter | None = None
+        self._lock_fd: int | None = None
+        self._group: TaskGroup | None = None
+        self.migrated_from: int | None = None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError("the state database is not open")
+        return self._engine
+
+    @property
+    def writer(self) -> StateWriter:
+        if self._writer is None:
+            raise RuntimeError("the state database is not open")
+        return self._writer
+
+    @property
+    def is_open(self) -> bool:
+        return self._engine is not None
+
+    async def open(self) -> None:
+        """Make, lock, check and migrate; StateError says what is wrong. Idempotent."""
+        if self._engine is not None:
+            return
+        self._make_directory()
+        self._take_lock()
+        try:
+            self._check_file()
+            engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}")
+            event.listen(engine.sync_engine, "connect", _configure)
+            try:
+                async with engine.begin() as conn:
+                    check = (await conn.execute(text("PRAGMA quick_check"))).scalar()
+                    if check != "ok":
+                        raise StateError(self._damaged(f"its check reports {check!r}"))
+                    found, version = await conn.run_sync(migrate)
+            except StateError:
+                await engine.dispose()
+                raise
+            except (SQLAlchemyError, OSError) as exc:
+                await engine.dispose()
+                raise StateError(self._unusable(exc)) from None
+        except BaseException:
+            self._release_lock()
+            raise
+        self._engine = engine
+        self._writer = StateWriter(engine, self.health)
+        self.migrated_from = found if found != version else None
+        logger.info(
+            "state database opened",
+            extra={
+                "path": str(self.path),
+                "schema_version": version,
+                **({"migrated_from": found} if found != version else {}),
+            },
+        )
+
+    async def __aenter__(self) -> StateDatabase:
+        await self.open()
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._run_writer)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        group = self._group
+        if group is not None:
+            group.cancel_scope.cancel()
+            await group.__aexit__(exc_type, exc, tb)
+            self._group = None
+        await self.close()
+
+    async def _run_writer(self) -> None:
+        # The writer survives its own failures (state_writer.py); anything else is a bug
+        # that must not take the server down: logged, and the loop started again.
+        while True:
+            try:
+                await self.writer.run()
+            except Exception:
+                logger.exception("the state writer failed; starting it again")
+                await anyio.sleep(1.0)
+
+    async def close(self) -> None:
+        """Write what is pending (bounded), close the engine, release the lock."""
+        if self._engine is None:
+            return
+        with anyio.move_on_after(CLOSE_FLUSH_S, shield=True):
+            if not await self.writer.flush():
+                logger.error(
+                    "the state database could not take the last writes",
+                    extra={"pending": self.writer.pending, "problem": self.health.problem},
+                )
+        with anyio.CancelScope(shield=True):
+            await self._engine.dispose()
+        self._engine = None
+        self._release_lock()
+
+    # --- start-up checks ---------------------------------------------------------------
+
+    def _make_directory(self) -> None:
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(
+                f"ACP_STATE_DIR {self.directory} cannot be created: {exc.strerror}"
+            ) from None
+        if not self.directory.is_dir():
+            raise StateError(f"ACP_STATE_DIR {self.directory} is not a directory")
+
+    def _take_lock(self) -> None:
+        path = self.directory / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StateError(f"the state lock {path} cannot be opened: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _read_pid(fd)
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                who = f" (pid {holder})" if holder else ""
+                raise StateError(
+                    f"another a2a-acp-bridge{who} uses the state directory {self.directory}: "
+                    "give each bridge its own ACP_STATE_DIR"
+                ) from None
+            raise StateError(f"the state lock {path} cannot be taken: {exc.strerror}") from None
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _check_file(self) -> None:
+        """A file that is there must be a SQLite database (its first 16 bytes say so)."""
+        try:
+            with self.path.open("rb") as file:
+                head = file.read(len(SQLITE_MAGIC))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StateError(
+                f"the state database {self.path} cannot be read: {exc.strerror}"
+            ) from None
+        if head and head != SQLITE_MAGIC:
+            raise StateError(self._damaged("it is not a SQLite database"))
+
+    def _damaged(self, why: str) -> str:
+        return (
+            f"the state database {self.path} is damaged ({why}); the bridge will not write "
+            "into it. Move it (and its -wal and -shm files) aside to start empty, or restore "
+            "a backup (docs/operations.md)"
+        )
+
+    def _unusable(self, exc: BaseException) -> str:
+        original = getattr(exc, "orig", None) or exc
+        if isinstance(original, sqlite3.DatabaseError) and (
+            "not a database" in str(original) or "malformed" in str(original)
+        ):
+            return self._damaged(str(original))
+        return f"the state database {self.path} cannot be used: {describe_failure(exc)}"
+
+
+def _configure(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+    finally:
+        cursor.close()
+
+
+def _read_pid(fd: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, 32).decode().strip()
+    return ""
+
+
+__all__ = ["SCHEMA_VERSION", "StateDatabase"]
