@@ -14,11 +14,13 @@ a `tool_call` update, then `session/request_permission` with the kind, absolute
     run COMMAND          run a shell command in the working directory (kind execute)
     think TEXT           think out loud (a thought, not part of the answer)
     sleep SECONDS        wait (up to 600 s), for trying out cancel
+    recall               say the earlier messages of this session, as it remembers them
 
 Anything else gets a short answer saying what it understands. Like claude-agent-acp it
 offers the session modes `default` (asks before every change) and `acceptEdits` (edits
-without asking), and it can reload a session after a restart from a transcript kept in
-`.demo-agent/` inside the working directory.
+without asking). Its memory of a session is the messages it was sent; it keeps them in a
+transcript in `.demo-agent/` inside the working directory, so another process (after a
+restart) reloads the session with `session/load` and remembers them (`recall` shows it).
 
 Run it with `python -m a2a_acp_bridge.demo_agent`.
 """
@@ -56,7 +58,7 @@ TRANSCRIPTS = ".demo-agent"
 HELP = (
     "I am the demo agent of a2a-acp-bridge: I have no model, but I follow instructions, one a "
     "line: `write PATH: TEXT`, `append PATH: TEXT`, `delete PATH`, `read PATH`, `list [DIR]`, "
-    "`run COMMAND`, `think TEXT`, `sleep SECONDS`."
+    "`run COMMAND`, `think TEXT`, `sleep SECONDS`, `recall`."
 )
 
 
@@ -67,6 +69,8 @@ class Session:
     mode: str = "default"
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     always_allowed: set[str] = field(default_factory=set)
+    # The user messages of this session, in order (reloaded from the transcript).
+    history: list[str] = field(default_factory=list)
 
 
 class DemoAgent:
@@ -173,6 +177,8 @@ class DemoAgent:
             raise RpcError(-32002, "Resource not found: no such session") from None
         for line in lines:
             entry = json.loads(line)
+            if entry["role"] == "user":
+                session.history.append(entry["text"])
             kind = "user_message_chunk" if entry["role"] == "user" else "agent_message_chunk"
             await self._update(
                 session, {"sessionUpdate": kind, "content": {"type": "text", "text": entry["text"]}}
@@ -197,6 +203,7 @@ class DemoAgent:
             str(block.get("text", "")) for block in blocks if block.get("type") == "text"
         ).strip()
         self._record(session, "user", text)
+        session.history.append(text)
         said: list[str] = []
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         if not lines:
@@ -239,6 +246,11 @@ class DemoAgent:
             return "(thought about it)"
         if verb == "sleep" and rest:
             return await self._sleep(session, rest)
+        if verb == "recall" and not rest:
+            earlier = session.history[:-1]
+            if not earlier:
+                return "I remember no earlier message in this session."
+            return "I remember: " + " | ".join(earlier)
         said = f" You said: {line!r}." if line else ""
         return HELP + said
 

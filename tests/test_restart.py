@@ -1,0 +1,221 @@
+"""A restart loses no task, no conversation: real bridge processes, real signals, one
+state directory (a real SQLite file) shared by the process before and the one after.
+
+N tasks run and M are finished when the bridge is stopped (SIGKILL, then SIGTERM); after
+the restart every task is terminal, the finished ones answer GetTask byte for byte as
+before, and the next message of each conversation runs in its old sandbox, sees its old
+files, and finds the demo agent's session loaded (it recalls the earlier messages); no
+prompt reached the agent twice and no sandbox was lost.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.support.bridge_process import BridgeProcess
+from tests.support.wire import A2A_HEADERS, TERMINAL, answer_text, rpc, send, status_text
+
+pytestmark = pytest.mark.anyio
+
+FINISHED = 3
+RUNNING = 2
+RESTARTED = "The bridge restarted while this task was running."
+SHUTTING_DOWN = "Cancelled: the bridge is shutting down."
+# How long a test waits for the agent to have received a prompt (another process's file).
+PROMPT_SEEN_S = 30.0
+
+
+def sleeping(i: int) -> str:
+    return f"think task {i}\nsleep 600"
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    return {
+        "ACP_SANDBOX_DIR": str(tmp_path / "sandboxes"),
+        "ACP_STATE_DIR": str(tmp_path / "state"),
+        "A2A_PUSH_ALLOW_PRIVATE": "true",
+    }
+
+
+@pytest.fixture
+async def processes(tmp_path: Path) -> AsyncIterator[list[BridgeProcess]]:
+    started: list[BridgeProcess] = []
+    try:
+        yield started
+    finally:
+        for process in started:
+            process.close()
+
+
+async def raw_call(client: httpx.AsyncClient, url: str, method: str, params: dict[str, Any]) -> str:
+    """One JSON-RPC call with a fixed id: the whole response, to compare across restarts.
+    Canonical JSON (sorted keys): a data part is a protobuf Struct, a map whose key order
+    protobuf does not keep, so only the order of its keys may differ on the wire."""
+    body = {"jsonrpc": "2.0", "id": "same", "method": method, "params": params}
+    response = await client.post(url, json=body, headers=A2A_HEADERS)
+    assert response.status_code == 200
+    return json.dumps(response.json(), sort_keys=True)
+
+
+def transcripts(sandboxes: Path) -> list[Path]:
+    return sorted(sandboxes.glob("*/.demo-agent/*.jsonl"))
+
+
+def prompts_seen(sandboxes: Path, text: str) -> int:
+    """How many times the demo agents were prompted with `text` (their transcripts)."""
+    return sum(
+        1
+        for path in transcripts(sandboxes)
+        for line in path.read_text().splitlines()
+        if json.loads(line) == {"role": "user", "text": text}
+    )
+
+
+async def wait_for_prompts(sandboxes: Path, text: str, count: int) -> None:
+    with anyio.fail_after(PROMPT_SEEN_S):
+        while prompts_seen(sandboxes, text) < count:  # noqa: ASYNC110 - the agents' files
+            await anyio.sleep(0.02)
+
+
+def sandbox_of(process: BridgeProcess, context_id: str) -> list[str]:
+    """Every cwd the bridge opened a session in for this context (from its log)."""
+    return [
+        str(entry["cwd"])
+        for entry in process.events("session opened")
+        if entry.get("context_id") == context_id
+    ]
+
+
+def stored_states(state_dir: Path) -> dict[str, str]:
+    with sqlite3.connect(state_dir / "state.db") as db:
+        return dict(db.execute("select id, state from tasks").fetchall())
+
+
+async def run_then_stop(
+    tmp_path: Path, processes: list[BridgeProcess], stop: signal.Signals
+) -> dict[str, Any]:
+    """The first bridge: M finished tasks, N running ones, then the signal."""
+    first = await BridgeProcess(tmp_path, environment(tmp_path), "first").start()
+    processes.append(first)
+    sandboxes = tmp_path / "sandboxes"
+    finished: list[dict[str, Any]] = []
+    running: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(timeout=60) as client:
+        for i in range(FINISHED):
+            task = await send(client, first.rpc_url, f"write note{i}.txt: kept {i}")
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+            finished.append(task)
+        for i in range(RUNNING):
+            message = {
+                "messageId": uuid.uuid4().hex,
+                "role": "ROLE_USER",
+                "parts": [{"text": sleeping(i)}],
+            }
+            reply = await rpc(
+                client,
+                first.rpc_url,
+                "SendMessage",
+                {"message": message, "configuration": {"returnImmediately": True}},
+            )
+            running.append(reply["result"]["task"])
+        for i in range(RUNNING):
+            await wait_for_prompts(sandboxes, sleeping(i), 1)
+        before = {
+            t["id"]: await raw_call(client, first.rpc_url, "GetTask", {"id": t["id"]})
+            for t in finished
+        }
+        subscribed = {
+            t["id"]: await raw_call(client, first.rpc_url, "SubscribeToTask", {"id": t["id"]})
+            for t in finished
+        }
+    directories = {p.name for p in sandboxes.iterdir()}
+    code = await first.stop(stop)
+    return {
+        "first": first,
+        "finished": finished,
+        "running": running,
+        "before": before,
+        "subscribed": subscribed,
+        "directories": directories,
+        "code": code,
+    }
+
+
+async def check_the_restart(
+    tmp_path: Path, processes: list[BridgeProcess], run: dict[str, Any], ended_with: str
+) -> None:
+    sandboxes = tmp_path / "sandboxes"
+    first: BridgeProcess = run["first"]
+    second = await BridgeProcess(tmp_path, environment(tmp_path), "second").start()
+    processes.append(second)
+    async with httpx.AsyncClient(timeout=60) as client:
+        # Every task is terminal: the running ones ended with the reason, nothing re-run.
+        for task in run["running"]:
+            got = (await rpc(client, second.rpc_url, "GetTask", {"id": task["id"]}))["result"]
+            assert got["status"]["state"] in TERMINAL
+            assert status_text(got["status"]) == ended_with
+        # The finished ones are served exactly as before the restart.
+        for task in run["finished"]:
+            after = await raw_call(client, second.rpc_url, "GetTask", {"id": task["id"]})
+            assert after == run["before"][task["id"]]
+            again = await raw_call(client, second.rpc_url, "SubscribeToTask", {"id": task["id"]})
+            assert again == run["subscribed"][task["id"]]
+        listed = (await rpc(client, second.rpc_url, "ListTasks", {}))["result"]["tasks"]
+        assert {t["id"] for t in listed} == {t["id"] for t in run["finished"] + run["running"]}
+        # Each conversation goes on in its old sandbox, with its files and its memory.
+        for i, task in enumerate(run["finished"]):
+            context_id = task["contextId"]
+            reply = await send(
+                client, second.rpc_url, f"read note{i}.txt\nrecall", context_id=context_id
+            )
+            text = answer_text(reply)
+            assert reply["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert f"kept {i}" in text
+            assert f"I remember: write note{i}.txt: kept {i}" in text
+            assert sandbox_of(second, context_id) == sandbox_of(first, context_id)
+        for i, task in enumerate(run["running"]):
+            reply = await send(client, second.rpc_url, "recall", context_id=task["contextId"])
+            assert f"I remember: {sleeping(i)}" in answer_text(reply)
+            assert sandbox_of(second, task["contextId"]) == sandbox_of(first, task["contextId"])
+    opened = second.events("session opened")
+    assert len(opened) == FINISHED + RUNNING
+    assert all(entry["loaded"] is True for entry in opened)
+    # No prompt reached an agent twice, and no sandbox was lost or added.
+    for i in range(RUNNING):
+        assert prompts_seen(sandboxes, sleeping(i)) == 1
+    assert {p.name for p in sandboxes.iterdir()} == run["directories"]
+
+
+async def test_after_sigkill_every_task_is_terminal_and_every_conversation_goes_on(
+    tmp_path: Path, processes: list[BridgeProcess]
+) -> None:
+    run = await run_then_stop(tmp_path, processes, signal.SIGKILL)
+    assert run["code"] == -signal.SIGKILL
+    run["first"].end_leftover_adapters()
+    # Killed: the database still says the running tasks were running ...
+    states = stored_states(tmp_path / "state")
+    assert sorted(states[t["id"]] for t in run["running"]) == ["TASK_STATE_WORKING"] * RUNNING
+    # ... and the next start ends them.
+    await check_the_restart(tmp_path, processes, run, RESTARTED)
+
+
+async def test_after_sigterm_everything_is_written_and_no_task_is_left_running(
+    tmp_path: Path, processes: list[BridgeProcess]
+) -> None:
+    run = await run_then_stop(tmp_path, processes, signal.SIGTERM)
+    assert run["code"] == 0
+    # Before any restart: every task is terminal in the database.
+    states = stored_states(tmp_path / "state")
+    assert len(states) == FINISHED + RUNNING
+    assert all(state in TERMINAL for state in states.values())
+    await check_the_restart(tmp_path, processes, run, SHUTTING_DOWN)
