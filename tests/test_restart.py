@@ -11,8 +11,10 @@ prompt reached the agent twice and no sandbox was lost.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
+import stat
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +25,16 @@ import httpx
 import pytest
 
 from tests.support.bridge_process import BridgeProcess
-from tests.support.wire import A2A_HEADERS, TERMINAL, answer_text, rpc, send, status_text
+from tests.support.webhook import serve_webhook
+from tests.support.wire import (
+    A2A_HEADERS,
+    TERMINAL,
+    answer_text,
+    rpc,
+    send,
+    status_text,
+    user_message,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -219,3 +230,56 @@ async def test_after_sigterm_everything_is_written_and_no_task_is_left_running(
     assert len(states) == FINISHED + RUNNING
     assert all(state in TERMINAL for state in states.values())
     await check_the_restart(tmp_path, processes, run, SHUTTING_DOWN)
+
+
+async def test_a_task_ended_by_the_restart_is_pushed_to_its_webhook_whose_secrets_rest_encrypted(
+    tmp_path: Path, processes: list[BridgeProcess]
+) -> None:
+    env = environment(tmp_path)
+    first = await BridgeProcess(tmp_path, env, "first").start()
+    processes.append(first)
+    secret, token = "webhook-secret-" + uuid.uuid4().hex, "token-" + uuid.uuid4().hex
+    async with serve_webhook() as hook, httpx.AsyncClient(timeout=60) as client:
+        config = {
+            "url": hook.url,
+            "token": token,
+            "authentication": {"scheme": "Bearer", "credentials": secret},
+        }
+        reply = await rpc(
+            client,
+            first.rpc_url,
+            "SendMessage",
+            {
+                "message": user_message(sleeping(0)),
+                "configuration": {
+                    "returnImmediately": True,
+                    "taskPushNotificationConfig": config,
+                },
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        await wait_for_prompts(tmp_path / "sandboxes", sleeping(0), 1)
+        assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+        first.end_leftover_adapters()
+
+        state_dir = tmp_path / "state"
+        stored = b"".join((state_dir / name).read_bytes() for name in os.listdir(state_dir))
+        assert secret.encode() not in stored
+        assert token.encode() not in stored
+        assert stat.S_IMODE((state_dir / "push.key").stat().st_mode) == 0o600
+        with sqlite3.connect(state_dir / "state.db") as db:
+            assert db.execute("select count(*) from push_configs").fetchone() == (1,)
+
+        hook.reset_arrival()
+        second = await BridgeProcess(tmp_path, env, "second").start()
+        processes.append(second)
+        deliveries = await hook.wait_for_state("TASK_STATE_FAILED")
+        listed = await rpc(
+            client, second.rpc_url, "ListTaskPushNotificationConfigs", {"taskId": task_id}
+        )
+    failed = [d for d in deliveries if "TASK_STATE_FAILED" in json.dumps(d.body)]
+    assert failed[-1].headers["authorization"] == f"Bearer {secret}"
+    assert failed[-1].headers["x-a2a-notification-token"] == token
+    assert RESTARTED in json.dumps(failed[-1].body)
+    configs = listed["result"]["configs"]
+    assert [(c["url"], c["token"]) for c in configs] == [(hook.url, token)]

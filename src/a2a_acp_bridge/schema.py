@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from sqlalchemy import (
     BigInteger,
@@ -181,16 +182,21 @@ def migrate(conn: Connection, target: int = SCHEMA_VERSION) -> tuple[int, int]:
     """Bring the database to `target` inside the caller's transaction; (from, to)."""
     found = schema_version(conn)
     if found > SCHEMA_VERSION:
-        raise StateError(
-            f"the database is at schema version {found}, newer than this bridge knows "
-            f"({SCHEMA_VERSION}): it was written by a newer a2a-acp-bridge; run that version, "
-            "or restore a backup made before the upgrade"
-        )
+        migrate_refusal(found)
     for step in MIGRATIONS:
         if found < step.version <= target:
             step.apply(conn)
             _set_version(conn, step.version)
     return found, max(found, min(target, SCHEMA_VERSION))
+
+
+def migrate_refusal(found: int) -> NoReturn:
+    """A database newer than this code: refused, never read as if it were older."""
+    raise StateError(
+        f"the database is at schema version {found}, newer than this bridge knows "
+        f"({SCHEMA_VERSION}): it was written by a newer a2a-acp-bridge; run that version, "
+        "or restore a backup made before the upgrade"
+    )
 
 
 def _set_version(conn: Connection, version: int) -> None:

@@ -31,12 +31,12 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from sqlalchemy import event, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from a2a_acp_bridge.errors import StateError
-from a2a_acp_bridge.schema import SCHEMA_VERSION, migrate
+from a2a_acp_bridge.schema import SCHEMA_VERSION, migrate, migrate_refusal, schema_version
 from a2a_acp_bridge.state_writer import StateHealth, StateWriter, describe_failure
 
 logger = logging.getLogger(__name__)
@@ -87,14 +87,11 @@ class StateDatabase:
         self._make_directory()
         self._take_lock()
         try:
-            self._check_file()
+            await anyio.to_thread.run_sync(self._check_file)
             engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}")
             event.listen(engine.sync_engine, "connect", _configure)
             try:
                 async with engine.begin() as conn:
-                    check = (await conn.execute(text("PRAGMA quick_check"))).scalar()
-                    if check != "ok":
-                        raise StateError(self._damaged(f"its check reports {check!r}"))
                     found, version = await conn.run_sync(migrate)
             except StateError:
                 await engine.dispose()
@@ -204,7 +201,8 @@ class StateDatabase:
             self._lock_fd = None
 
     def _check_file(self) -> None:
-        """A file that is there must be a SQLite database (its first 16 bytes say so)."""
+        """A file that is there must be a sound SQLite database of a version this bridge
+        knows: checked read-only, before anything (even the switch to WAL) writes to it."""
         try:
             with self.path.open("rb") as file:
                 head = file.read(len(SQLITE_MAGIC))
@@ -214,8 +212,24 @@ class StateDatabase:
             raise StateError(
                 f"the state database {self.path} cannot be read: {exc.strerror}"
             ) from None
-        if head and head != SQLITE_MAGIC:
+        if not head:
+            return
+        if head != SQLITE_MAGIC:
             raise StateError(self._damaged("it is not a SQLite database"))
+        uri = f"file:{self.path}?mode=ro"
+        engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+        try:
+            with engine.connect() as conn:
+                check = conn.execute(text("PRAGMA quick_check")).scalar()
+                if check != "ok":
+                    raise StateError(self._damaged(f"its check reports {check!r}"))
+                found = schema_version(conn)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StateError(self._unusable(exc)) from None
+        finally:
+            engine.dispose()
+        if found > SCHEMA_VERSION:
+            migrate_refusal(found)
 
     def _damaged(self, why: str) -> str:
         return (
