@@ -184,6 +184,6 @@ async def test_conversations_refused_before_their_adapter_started_leave_no_direc
         assert {t["status"]["state"] for t in refused} == {"TASK_STATE_REJECTED"}
         busy_root = bridge.bridge.root_of(busy["contextId"])
         assert busy_root is not None
-        assert [p for p in settings.sandbox_parent.iterdir()] == [busy_root]
+        assert list(settings.sandbox_parent.iterdir()) == [busy_root]
         assert await bridge.app.state.persistence.database.writer.flush()
         assert rows(tmp_path, "select context_id from conversations") == [(busy["contextId"],)]
