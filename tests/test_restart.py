@@ -23,7 +23,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import Task
 
+from tests.support.agents import scripted_agent
 from tests.support.bridge_process import BridgeProcess
 from tests.support.webhook import serve_webhook
 from tests.support.wire import (
@@ -44,6 +46,9 @@ RESTARTED = "The bridge restarted while this task was running."
 SHUTTING_DOWN = "Cancelled: the bridge is shutting down."
 # How long a test waits for the agent to have received a prompt (another process's file).
 PROMPT_SEEN_S = 30.0
+# Bound on the wait for a streamed chunk to reach the database (it goes with the next
+# batch, WRITE_BEHIND_S = 0.5 s later; the bound only keeps a broken writer from hanging).
+BATCH_WRITTEN_S = 10.0
 
 
 def sleeping(i: int) -> str:
@@ -283,3 +288,43 @@ async def test_a_task_ended_by_the_restart_is_pushed_to_its_webhook_whose_secret
     assert RESTARTED in json.dumps(failed[-1].body)
     configs = listed["result"]["configs"]
     assert [(c["url"], c["token"]) for c in configs] == [(hook.url, token)]
+
+
+async def test_a_killed_bridge_keeps_the_answer_streamed_until_its_last_batch(
+    tmp_path: Path, processes: list[BridgeProcess]
+) -> None:
+    script = {"turns": [[{"op": "say", "text": "streamed before the kill\n"}, {"op": "hang"}]]}
+    env = {**environment(tmp_path), "ACP_AGENT": scripted_agent(tmp_path, script)}
+    first = await BridgeProcess(tmp_path, env, "first").start()
+    processes.append(first)
+    async with httpx.AsyncClient(timeout=60) as client:
+        reply = await rpc(
+            client,
+            first.rpc_url,
+            "SendMessage",
+            {"message": user_message("go"), "configuration": {"returnImmediately": True}},
+        )
+        task_id = reply["result"]["task"]["id"]
+        # The chunk is written with the next batch (WRITE_BEHIND_S), not per chunk and not
+        # only at the end: it is in the database while the turn still runs.
+        with anyio.fail_after(BATCH_WRITTEN_S):
+            # Polled: another process's database.
+            while "before the kill" not in stored_answer(tmp_path / "state", task_id):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+        first.end_leftover_adapters()
+        second = await BridgeProcess(tmp_path, env, "second").start()
+        processes.append(second)
+        got = (await rpc(client, second.rpc_url, "GetTask", {"id": task_id}))["result"]
+    assert got["status"]["state"] == "TASK_STATE_FAILED"
+    assert answer_text(got) == "streamed before the kill\n"
+
+
+def stored_answer(state_dir: Path, task_id: str) -> str:
+    with sqlite3.connect(state_dir / "state.db") as db:
+        row = db.execute("select body from tasks where id = ?", (task_id,)).fetchone()
+    if row is None:
+        return ""
+    task = Task()
+    task.ParseFromString(row[0])
+    return "".join(p.text for a in task.artifacts if a.artifact_id == "answer" for p in a.parts)

@@ -108,14 +108,14 @@ class BridgeProcess:
 
     def end_leftover_adapters(self) -> None:
         """SIGKILL the adapters this bridge spawned that still run (their process groups:
-        each adapter leads one), checking each pid is still a demo agent."""
+        each adapter leads one), checking each pid is still a test agent."""
         for entry in self.events("adapter spawned"):
             pid = int(entry["pid"])
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"a2a_acp_bridge.demo_agent" not in cmdline:
+            if b"a2a_acp_bridge.demo_agent" not in cmdline and b"scripted_agent" not in cmdline:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
