@@ -62,9 +62,10 @@ RUN if [ -n "$ADAPTERS" ]; then \
     fi
 
 # The non-root user. Its home is on the volume: npx's cache and the adapters' own
-# session files (which let a restarted adapter reload its conversation) survive restarts.
+# session files (which let a restarted adapter reload its conversation) survive restarts,
+# as does the state directory (tasks, push configs, conversations: /data/state).
 RUN useradd --uid 10001 --user-group --home-dir /data/home --no-create-home --shell /usr/sbin/nologin bridge \
- && mkdir -p /data/home /data/sandboxes \
+ && mkdir -p /data/home /data/sandboxes /data/state && chmod 700 /data/state \
  && chown -R bridge:bridge /data
 VOLUME ["/data"]
 WORKDIR /data
@@ -75,7 +76,8 @@ USER bridge
 ENV HOME=/data/home \
     HOST=0.0.0.0 \
     PORT=41241 \
-    ACP_SANDBOX_DIR=/data/sandboxes
+    ACP_SANDBOX_DIR=/data/sandboxes \
+    ACP_STATE_DIR=/data/state
 EXPOSE 41241
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

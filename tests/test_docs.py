@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import a2a_acp_bridge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,9 +30,12 @@ def table_rows(path: Path) -> str:
     return "\n".join(line for line in path.read_text().splitlines() if line.startswith("| `"))
 
 
-def test_every_variable_the_server_reads_has_a_row_in_the_operations_table() -> None:
-    rows = table_rows(ROOT / "docs" / "operations.md")
+@pytest.mark.parametrize("document", ["docs/operations.md", "README.md"])
+def test_every_variable_the_server_reads_has_a_row_in_the_configuration_tables(
+    document: str,
+) -> None:
+    rows = table_rows(ROOT / document)
     variables = variables_read()
-    assert {"A2A_TOKEN", "ACP_MAX_SESSIONS", "HOST"} <= variables
+    assert {"A2A_TOKEN", "ACP_MAX_SESSIONS", "HOST", "ACP_STATE_DIR", "A2A_PUSH_KEY"} <= variables
     missing = sorted(v for v in variables if f"| `{v}`" not in rows)
     assert missing == []

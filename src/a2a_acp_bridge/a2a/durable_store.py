@@ -8,10 +8,11 @@ schema version. This store serves every read from memory, exactly as before (the
 folding of answer chunks, the same ListTasks order and pages), and writes through the
 state writer (state_writer.py):
 
-- a new task, and any change into a terminal or interrupted state (INPUT_REQUIRED), is
-  written before `save` returns (the caller is told of a state only once it is on disk);
-- any other state change is written at once without waiting; chunks and WORKING messages
-  go with the next batch, at most `WRITE_BEHIND_S` later.
+- a change into a terminal or interrupted state (INPUT_REQUIRED) is written before `save`
+  returns (the caller is told of it only once it is on disk);
+- a new task, and any other state change, is written at once without waiting (waiting
+  would hold up the task's first events by a commit; measured in docs/performance.md);
+  chunks and WORKING messages go with the next batch, at most `WRITE_BEHIND_S` later.
 
 A task is stored as its protobuf bytes (deterministic serialization) with its context,
 owner, state and the time it finished. At start, `restore` ends every task that was
@@ -22,8 +23,8 @@ A2A_TASK_RETENTION are deleted as they are forgotten; `sweep` deletes those olde
 A2A_TASK_TTL.
 
 When the database refuses a write (state_writer.py), the task stays served from memory and
-its row pending; `ensure_recorded` lets the bridge fail a turn whose task could not be
-recorded, with the cause, before anything reaches the agent.
+its row pending; `ensure_recorded` lets the bridge fail a new turn, with the cause, before
+anything reaches the agent, while the database takes no writes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
@@ -123,9 +123,6 @@ class DurableTaskStore(TaskStore):
         # Tasks not yet terminal, with their owner: ended at shutdown if still there.
         self._live: dict[str, tuple[Task, str]] = {}
         self._finished_ns: dict[str, int] = {}
-        # A new task's first write while it runs, and the first writes that failed.
-        self._in_flight: dict[str, anyio.Event] = {}
-        self._unrecorded: dict[str, StateWriteError] = {}
         # Told of each task deleted (its push configs go with it).
         self.on_delete: list[Callable[[str], Any]] = []
 
@@ -206,8 +203,8 @@ class DurableTaskStore(TaskStore):
             self._live[task.id] = (task, owner)
         key = ("task", task.id)
         op = Upsert(tasks, functools.partial(self._current_row, task, owner))
-        if previous is None or (state != previous and (state in TERMINAL or state in INTERRUPTED)):
-            await self._write_now(task.id, key, op, first=previous is None)
+        if state != previous and (state in TERMINAL or state in INTERRUPTED):
+            await self._write_now(task.id, key, op)
         else:
             database.writer.submit(key, op, soon=state != previous)
 
@@ -222,13 +219,8 @@ class DurableTaskStore(TaskStore):
     # --- for the bridge and the sweep --------------------------------------------------
 
     async def ensure_recorded(self, task_id: str) -> None:
-        """Raise StateWriteError when the task's first write failed, or would fail now."""
-        flight = self._in_flight.get(task_id)
-        if flight is not None:
-            await flight.wait()
-        error = self._unrecorded.pop(task_id, None)
-        if error is not None:
-            raise error
+        """Raise StateWriteError while the database takes no writes: the task's turn does
+        not start, and the task ends FAILED with the cause (a2a/failures.py)."""
         database = self._database
         if database is not None and database.health.problem is not None:
             raise StateWriteError(database.health.problem)
@@ -249,32 +241,21 @@ class DurableTaskStore(TaskStore):
 
     # --- rows ----------------------------------------------------------------------------
 
-    async def _write_now(
-        self, task_id: str, key: tuple[str, str], op: Upsert, *, first: bool
-    ) -> None:
+    async def _write_now(self, task_id: str, key: tuple[str, str], op: Upsert) -> None:
         assert self._database is not None
-        flight = anyio.Event() if first else None
-        if flight is not None:
-            self._in_flight[task_id] = flight
         try:
             await self._database.writer.write(key, op)
         except StateWriteError as exc:
-            if first:
-                self._unrecorded[task_id] = exc
+            # Kept pending: the writer retries it, and the task is served from memory.
             logger.warning(
                 "the task could not be recorded yet",
                 extra={"task_id": task_id, "problem": exc.problem},
             )
-        finally:
-            if flight is not None:
-                flight.set()
-                self._in_flight.pop(task_id, None)
 
     def _forget(self, task_id: str) -> None:
         self._states.pop(task_id, None)
         self._live.pop(task_id, None)
         self._finished_ns.pop(task_id, None)
-        self._unrecorded.pop(task_id, None)
         if self._database is not None:
             self._database.writer.submit(
                 ("task", task_id), Delete(tasks, {"id": task_id}), soon=True
