@@ -49,6 +49,7 @@ BUSY_TIMEOUT_MS = 5000
 # At shutdown, how long the last writes may take (a full disk fails them at once).
 CLOSE_FLUSH_S = 10.0
 SQLITE_MAGIC = b"SQLite format 3\x00"
+PAGE_SIZE = 16384
 
 
 class StateDatabase:
@@ -251,8 +252,13 @@ def _configure(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Before the first table exists only: fewer, larger pages write a task of a few MB
+        # in about half the time of 4 KiB pages (measured).
+        cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
+        # The writer checkpoints when idle (state_writer.py), not inside a task's commit.
+        cursor.execute("PRAGMA wal_autocheckpoint = 0")
     finally:
         cursor.close()
 
