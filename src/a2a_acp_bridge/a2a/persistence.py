@@ -68,9 +68,10 @@ class Persistence:
         await self.open()
         assert self._cipher is not None
         async with self.database:
-            ended = await self.task_store.restore(self.database)
+            # Configs first: a task the retention drops while loading takes its configs along.
             await self.push_configs.restore(self.database, self._cipher)
             self.task_store.on_delete.append(self.push_configs.forget_task)
+            ended = await self.task_store.restore(self.database)
             records = await self.ledger.load()
             self.bridge.restore(self.ledger, records)
             self.bridge.task_recorded = self.task_store.ensure_recorded

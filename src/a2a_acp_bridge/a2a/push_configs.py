@@ -107,13 +107,15 @@ class DurablePushConfigStore(PushNotificationConfigStore):
             self._configs.pop(task_id, None)
 
     def forget_task(self, task_id: str) -> None:
-        """The task was deleted: its configs go too."""
-        known = self._configs.pop(task_id, None)
-        if not known or self._database is None:
+        """The task was deleted: its configs go too (also any left unreadable)."""
+        known = self._configs.pop(task_id, None) or {}
+        if self._database is None:
             return
+        writer = self._database.writer
         for cid in known:
             where = {"task_id": task_id, "config_id": cid}
-            self._database.writer.submit(("push", task_id, cid), Delete(push_configs, where))
+            writer.submit(("push", task_id, cid), Delete(push_configs, where))
+        writer.submit(("push", task_id, "*"), Delete(push_configs, {"task_id": task_id}))
 
     async def _write(self, key: tuple[str, str, str], op: Upsert | Delete) -> None:
         if self._database is None:
