@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import stat
@@ -328,3 +329,60 @@ def stored_answer(state_dir: Path, task_id: str) -> str:
     task = Task()
     task.ParseFromString(row[0])
     return "".join(p.text for a in task.artifacts if a.artifact_id == "answer" for p in a.parts)
+
+
+@pytest.mark.parametrize("replacement", ["a new directory", "a symlink"])
+async def test_a_sandbox_replaced_while_the_bridge_was_down_is_not_trusted_after_the_restart(
+    tmp_path: Path, processes: list[BridgeProcess], replacement: str
+) -> None:
+    env = environment(tmp_path)
+    first = await BridgeProcess(tmp_path, env, "first").start()
+    processes.append(first)
+    async with httpx.AsyncClient(timeout=60) as client:
+        task = await send(client, first.rpc_url, "write mine.txt: the conversation's own")
+        context_id = task["contextId"]
+        assert await first.stop(signal.SIGTERM) == 0
+        (old_root,) = {Path(cwd) for cwd in sandbox_of(first, context_id)}
+        # While the bridge is down, someone puts another directory under the same name.
+        planted = tmp_path / "planted"
+        planted.mkdir()
+        (planted / "mine.txt").write_text("planted\n")
+        shutil.rmtree(old_root)
+        if replacement == "a symlink":
+            old_root.symlink_to(planted)
+        else:
+            old_root.mkdir()
+            (old_root / "mine.txt").write_text("planted\n")
+        second = await BridgeProcess(tmp_path, env, "second").start()
+        processes.append(second)
+        reply = await send(client, second.rpc_url, "read mine.txt\nrecall", context_id=context_id)
+    (new_root,) = {Path(cwd) for cwd in sandbox_of(second, context_id)}
+    assert new_root != old_root
+    assert new_root.parent == old_root.parent
+    text = answer_text(reply)
+    assert "planted" not in text
+    assert "I remember no earlier message" in text
+    notes = [
+        "".join(part.get("text", "") for part in message.get("parts", []))
+        for message in reply.get("history", [])
+        if message.get("role") == "ROLE_AGENT"
+    ]
+    assert any("working directory was deleted or replaced" in note for note in notes), notes
+    assert (planted / "mine.txt").read_text() == "planted\n"
+
+
+async def test_a_task_the_caller_saw_complete_is_complete_after_an_immediate_kill(
+    tmp_path: Path, processes: list[BridgeProcess]
+) -> None:
+    env = environment(tmp_path)
+    first = await BridgeProcess(tmp_path, env, "first").start()
+    processes.append(first)
+    async with httpx.AsyncClient(timeout=60) as client:
+        task = await send(client, first.rpc_url, "write last.txt: the last word")
+        # The terminal state is on disk before the caller hears of it: killed at once.
+        assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+        second = await BridgeProcess(tmp_path, env, "second").start()
+        processes.append(second)
+        got = (await rpc(client, second.rpc_url, "GetTask", {"id": task["id"]}))["result"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert json.dumps(got, sort_keys=True) == json.dumps(task, sort_keys=True)
