@@ -205,8 +205,10 @@ class StateWriter:
             idle = not self._pending and not self._tickets
             ok = await self.flush()
             self._pause = RETRY_FIRST_S if ok else min(self._pause * 2, RETRY_MAX_S)
-            if ok and self._written_since_checkpoint and (
-                idle or time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S
+            if (
+                ok
+                and self._written_since_checkpoint
+                and (idle or time.monotonic() - self._checkpointed_at >= CHECKPOINT_EVERY_S)
             ):
                 await self.checkpoint()
 
