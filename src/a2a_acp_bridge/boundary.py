@@ -18,10 +18,12 @@ conversation's directory only while it is still that very directory.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -33,9 +35,12 @@ _LABEL_CHARS = re.compile(r"[^A-Za-z0-9]")
 _LABEL_LENGTH = 8
 _FALLBACK_LABEL = "ctx"
 
-# (st_dev, st_ino) of a directory: what tells the directory mkdtemp made from one planted
-# later under the same name.
-Identity = tuple[int, int]
+# (st_dev, st_ino, generation) of a directory: what tells the directory mkdtemp made from
+# one planted later under the same name. A deleted directory's inode number is soon reused
+# (seen in the restart tests), so the inode's generation, which the file system changes on
+# every reuse (FS_IOC_GETVERSION: ext4, xfs, btrfs), is part of it; 0 where unsupported.
+Identity = tuple[int, int, int]
+_FS_IOC_GETVERSION = 0x80087601  # _IOR('v', 1, long)
 
 
 @dataclass(frozen=True)
@@ -60,12 +65,21 @@ def sandbox_label(context_id: str) -> str:
 def directory_identity(path: Path) -> Identity | None:
     """The identity of `path` if it is a real directory (a symlink is not), else None."""
     try:
-        info = os.lstat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (OSError, ValueError):
         return None
-    if not stat.S_ISDIR(info.st_mode):
-        return None
-    return (info.st_dev, info.st_ino)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+        try:
+            raw = fcntl.ioctl(fd, _FS_IOC_GETVERSION, b"\0" * 8)
+            generation = int.from_bytes(raw[:8], sys.byteorder, signed=True)
+        except OSError:
+            generation = 0
+        return (info.st_dev, info.st_ino, generation)
+    finally:
+        os.close(fd)
 
 
 def is_owned_directory(path: Path, parent: Path) -> bool:

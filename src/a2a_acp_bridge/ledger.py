@@ -2,13 +2,13 @@
 kept in the state database so a restart finds them again.
 
 A `ConversationRecord` is what the bridge knows of one A2A context: its working directory
-with the identity (st_dev, st_ino) it had when the bridge made it (boundary.py trusts a
-sandbox only while it is that very directory), whether the bridge owns it, which agent
-(the preset, or the command line) made its ACP session and that session's id, the
-principal that owns it ("default" until callers are told apart), and when it was last
-used. The ledger keeps every record in memory and writes through the state writer: a new
-record, or a new session or sandbox, is written before the turn goes on (`remember`); the
-time of last use goes with the next batch (`touch`).
+with the identity (st_dev, st_ino, inode generation) it had when the bridge made it
+(boundary.py trusts a sandbox only while it is that very directory), whether the bridge
+owns it, which agent (the preset, or the command line) made its ACP session and that
+session's id, the principal that owns it ("default" until callers are told apart), and when
+it was last used. The ledger keeps every record in memory and writes through the state
+writer: a new record, or a new session or sandbox, is written before the turn goes on
+(`remember`); the time of last use goes with the next batch (`touch`).
 """
 
 from __future__ import annotations
@@ -48,16 +48,19 @@ class ConversationRecord:
 
 
 def _identity_text(identity: Identity | None) -> str | None:
-    return None if identity is None else f"{identity[0]}:{identity[1]}"
+    return None if identity is None else ":".join(str(part) for part in identity)
 
 
 def _identity_of(value: object) -> Identity | None:
-    if not isinstance(value, str) or ":" not in value:
+    """ "st_dev:st_ino:generation" back to an identity; anything else is none (never trusted)."""
+    if not isinstance(value, str):
         return None
-    device, _, inode = value.partition(":")
-    if not (device.isdigit() and inode.isdigit()):
+    parts = value.split(":")
+    try:
+        device, inode, generation = (int(part) for part in parts)
+    except ValueError:
         return None
-    return (int(device), int(inode))
+    return (device, inode, generation)
 
 
 class ConversationLedger:

@@ -83,7 +83,7 @@ conversations = Table(
     metadata,
     Column("context_id", String(255), primary_key=True),
     Column("principal", String(255), nullable=False, default=DEFAULT_PRINCIPAL),
-    # The sandbox (or ACP_CWD) and the identity the bridge saw: "st_dev:st_ino".
+    # The sandbox (or ACP_CWD) and the identity the bridge saw: "st_dev:st_ino:generation".
     Column("root", Text, nullable=False),
     Column("identity", String(64), nullable=True),
     Column("owned", Boolean, nullable=False),
