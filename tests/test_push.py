@@ -16,7 +16,16 @@ from a2a_acp_bridge.a2a.push import PushRefused, PushUrlPolicy
 from tests.support.agents import scripted_agent
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.webhook import serve_webhook
-from tests.support.wire import error_code, rest, rpc, send, user_message
+from tests.support.wire import (
+    assembled,
+    error_code,
+    last_chunks,
+    rest,
+    rpc,
+    send,
+    texts,
+    user_message,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -69,13 +78,8 @@ async def test_a_task_s_events_reach_the_webhook_with_its_authentication(
     states = _states(bodies)
     assert states[0] == "TASK_STATE_SUBMITTED"
     assert states[-1] == "TASK_STATE_COMPLETED"
-    text = "".join(
-        part.get("text", "")
-        for body in bodies
-        if "artifactUpdate" in body
-        for part in body["artifactUpdate"]["artifact"]["parts"]
-    )
-    assert text == "hello\nworld\n"
+    assert texts(assembled(bodies)["answer"]) == "hello\nworld\n"
+    assert texts(last_chunks(bodies)["answer"]) == "hello\nworld\n"
     assert all(body.get("task", {}).get("id", task["id"]) == task["id"] for body in bodies)
 
 

@@ -24,7 +24,7 @@ from tests.support.real_adapters import (
     watch_logs,
 )
 from tests.support.server import serve_bridge
-from tests.support.wire import answer_report, answer_text, artifact, send, status_text
+from tests.support.wire import answer_text, artifact, send, status_text, task_report
 
 pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
 
@@ -106,7 +106,7 @@ async def test_an_edit_outside_the_root_is_refused_and_cancels_the_turn_with_the
     assert note.startswith("Refused by the bridge: ")
     assert "reaches outside the working directory" in note
     assert str(target) in note
-    report = answer_report(task)
+    report = task_report(task)
     assert report["stopReason"] == "cancelled"
     assert [(r["answer"], r["turn"]) for r in report["refusedByBridge"]] == [("cancel", "ends")]
     assert "not reached" not in answer_text(task)

@@ -24,7 +24,7 @@ from tests.support.real_adapters import (
     watch_logs,
 )
 from tests.support.server import serve_bridge
-from tests.support.wire import answer_report, answer_text, send, status_text
+from tests.support.wire import answer_text, send, status_text, task_report
 
 pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
 
@@ -86,7 +86,7 @@ async def test_a_shell_command_in_a_handed_root_is_refused_and_the_task_complete
     note = status_text(task["status"])
     assert "1 action(s) refused by the bridge" in note
     assert command in note
-    report = answer_report(task)
+    report = task_report(task)
     assert report["stopReason"] == "end_turn"
     assert [(r["rule"], r["turn"]) for r in report["refusedByBridge"]] == [
         ("unverifiable-handed-root", "continues")

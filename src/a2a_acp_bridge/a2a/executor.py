@@ -5,9 +5,9 @@ the turn with the bridge and starts it in the bridge's task group (`TaskRun.driv
 waits until the turn either ends or asks the caller something. What the agent does is
 streamed as it happens: answer text as chunks of one `answer` artifact, files and data
 the agent returns as parts of their own in it; thinking, tool calls, plans and refusals
-as WORKING status messages; completed file edits in a `changes` artifact. The last chunk
-of the answer artifact carries a data part with the stop reason, usage, tool calls and
-every refusal; then the terminal status.
+as WORKING status messages; completed file edits in a `changes` artifact. Before a final
+or interrupted status every open artifact is closed with its whole content, and the
+terminal status carries the turn's report in its metadata (a2a/artifacts.py).
 
 A question from the agent (ACP elicitation) puts the task in INPUT_REQUIRED with the
 question and its form (a JSON Schema in a data part) and returns; the turn keeps waiting.
@@ -41,20 +41,23 @@ from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types.a2a_pb2 import (
-    Artifact,
     Message,
     Part,
     Role,
     Task,
-    TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidParamsError
 
+from a2a_acp_bridge.a2a.artifacts import (
+    ANSWER_ARTIFACT,
+    CHANGES_ARTIFACT,
+    TaskArtifacts,
+    report_metadata,
+)
 from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message, reply_from_message
-from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
 from a2a_acp_bridge.acp.prompt import UnsupportedInputError
 from a2a_acp_bridge.bridge import Bridge, TaskTicket, TurnCancelled
 from a2a_acp_bridge.errors import AdapterError, CapacityError
@@ -75,7 +78,6 @@ from a2a_acp_bridge.prompt import BlobPart, LinkPart, PromptPart, TextPart
 
 logger = logging.getLogger(__name__)
 
-CHANGES_ARTIFACT = "changes"
 # How long CancelTask waits for the turn to end and publish CANCELED itself; the bridge
 # gives the agent CANCEL_GRACE_S and then stops it, so this is a backstop.
 CANCEL_WAIT_S = 15.0
@@ -142,8 +144,7 @@ class TaskPublisher:
         self.root = root
         self.task_id = task_id
         self.context_id = context_id
-        self.answer_started = False
-        self.changes_started = False
+        self.artifacts = TaskArtifacts()
         self.accepted_at = time.monotonic()
         self.first_event_at: float | None = None
         # Set when a final (or interrupted) state is published: for the log and metrics.
@@ -199,46 +200,45 @@ class TaskPublisher:
             await self.queue.enqueue_event(message)
             return True
 
-    async def status(self, state: int, text: str | None = None, extra: Sequence[Part] = ()) -> None:
+    async def status(
+        self,
+        state: int,
+        text: str | None = None,
+        extra: Sequence[Part] = (),
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         async with self._lock:
             await self._release()
-            await self._status(state, text, extra)
+            await self._status(state, text, extra, metadata)
 
     async def _status(
-        self, state: int, text: str | None = None, extra: Sequence[Part] = ()
+        self,
+        state: int,
+        text: str | None = None,
+        extra: Sequence[Part] = (),
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         if state in _FINAL_STATES:
             self.final_state = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             self.final_message = text
+            # --- issue 14: every streamed artifact ends with an update holding it whole.
+            for closing in self.artifacts.closing(self.task_id, self.context_id):
+                await self._emit(closing)
         status = TaskStatus(state=state)  # type: ignore[arg-type]
         status.timestamp.GetCurrentTime()
         if text or extra:
             parts = [Part(text=text)] if text else []
             status.message.CopyFrom(self._message([*parts, *extra]))
-        await self._emit(
-            TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status)
+        event = TaskStatusUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id, status=status
         )
+        if metadata:
+            event.metadata.update(metadata)
+        await self._emit(event)
 
-    async def answer(self, parts: Sequence[Part], *, last: bool = False) -> None:
-        async with self._lock:
-            await self._release()
-            await self._answer(parts, last=last)
-
-    async def _answer(self, parts: Sequence[Part], *, last: bool = False) -> None:
-        artifact = Artifact(artifact_id=ANSWER_ARTIFACT, parts=parts)
-        if not self.answer_started:
-            artifact.name = "answer"
-            artifact.description = "The agent's answer; the last chunk carries the turn's report"
-        await self._emit(
-            TaskArtifactUpdateEvent(
-                task_id=self.task_id,
-                context_id=self.context_id,
-                artifact=artifact,
-                append=self.answer_started,
-                last_chunk=last,
-            )
-        )
-        self.answer_started = True
+    async def _answer(self, parts: Sequence[Part]) -> None:
+        answer = self.artifacts.get(ANSWER_ARTIFACT)
+        await self._emit(answer.chunk(self.task_id, self.context_id, parts))
 
     async def _change(self, change: ChangeMade) -> None:
         diff = change.diff
@@ -253,22 +253,9 @@ class TaskPublisher:
                 tofile=f"b/{shown}",
             )
         )
-        artifact = Artifact(
-            artifact_id=CHANGES_ARTIFACT,
-            parts=[Part(text=unified, media_type="text/x-diff", filename=shown)],
-        )
-        if not self.changes_started:
-            artifact.name = "changes"
-            artifact.description = "File edits the agent completed, as unified diffs"
-        await self._emit(
-            TaskArtifactUpdateEvent(
-                task_id=self.task_id,
-                context_id=self.context_id,
-                artifact=artifact,
-                append=self.changes_started,
-            )
-        )
-        self.changes_started = True
+        part = Part(text=unified, media_type="text/x-diff", filename=shown)
+        changes = self.artifacts.get(CHANGES_ARTIFACT)
+        await self._emit(changes.chunk(self.task_id, self.context_id, [part]))
 
     async def publish(self, outputs: Sequence[Output]) -> None:
         async with self._lock:
@@ -415,8 +402,9 @@ class TaskRun:
         ):
             return
         data = progress.summary(end, session_id=session_id)
-        await publisher.answer([new_data_part(data, media_type="application/json")], last=True)
-        await publisher.status(_STATES[result.state], result.message)
+        await publisher.status(
+            _STATES[result.state], result.message, metadata=report_metadata(data)
+        )
 
 
 class BridgeExecutor(AgentExecutor):
