@@ -239,31 +239,70 @@ async def test_the_card_is_cacheable_and_revalidates(bridge: RunningBridge) -> N
     assert again.status_code == 304
 
 
-async def test_the_default_card_is_a_pure_a2a_1_0_card(bridge: RunningBridge) -> None:
+V03_FIELDS = {"url", "preferredTransport", "protocolVersion"}
+
+
+async def test_a_card_request_stating_a2a_1_0_gets_the_pure_1_0_card(bridge: RunningBridge) -> None:
     async with httpx.AsyncClient(timeout=30) as client:
-        card = (await client.get(f"{bridge.url}/.well-known/agent-card.json")).json()
-    parsed = ParseDict(card, AgentCard())  # unknown (0.3) members would raise
-    assert {i.protocol_version for i in parsed.supported_interfaces} == {"1.0"}
-    assert {i.protocol_binding for i in parsed.supported_interfaces} == {"JSONRPC", "HTTP+JSON"}
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": True}
+        by_header = await client.get(
+            f"{bridge.url}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}
+        )
+        by_query = await client.get(f"{bridge.url}/.well-known/agent-card.json?A2A-Version=1.0")
+    for response in (by_header, by_query):
+        card = response.json()
+        parsed = ParseDict(card, AgentCard())  # unknown (0.3) members would raise
+        assert {i.protocol_version for i in parsed.supported_interfaces} == {"1.0"}
+        assert {i.protocol_binding for i in parsed.supported_interfaces} == {"JSONRPC", "HTTP+JSON"}
+        assert card["capabilities"] == {"streaming": True, "pushNotifications": True}
+        assert response.headers["vary"] == "A2A-Version"
 
 
-async def test_a2a_card_v03_declares_the_0_3_interfaces_too(tmp_path: Path) -> None:
+async def test_a_card_request_without_a_version_gets_the_0_3_fields_too(
+    bridge: RunningBridge,
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        current = (await client.get(f"{bridge.url}/.well-known/agent-card.json")).json()
+        legacy = (await client.get(f"{bridge.url}/.well-known/agent.json")).json()
+    for card in (current, legacy):
+        assert card.keys() >= V03_FIELDS
+        assert card["url"] == f"{bridge.url}/"
+        assert card["preferredTransport"] == "JSONRPC"
+        versions = {
+            (i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
+        }
+        assert versions == {
+            ("JSONRPC", "1.0"),
+            ("HTTP+JSON", "1.0"),
+            ("JSONRPC", "0.3"),
+            ("HTTP+JSON", "0.3"),
+        }
+        # The 1.0 interfaces come first, so a 1.0 client picks them.
+        assert card["supportedInterfaces"][0]["protocolVersion"] == "1.0"
+
+
+@pytest.mark.parametrize(("setting", "v03_without_header"), [("true", True), ("false", False)])
+async def test_a2a_card_v03_decides_for_every_card_request(
+    tmp_path: Path, setting: str, v03_without_header: bool
+) -> None:
     settings = make_settings(
-        tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, SCRIPT), "A2A_CARD_V03": "true"}
+        tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, SCRIPT), "A2A_CARD_V03": setting}
     )
     async with serve_bridge(settings) as running, httpx.AsyncClient(timeout=30) as client:
-        card = (await client.get(f"{running.url}/.well-known/agent-card.json")).json()
-    versions = {(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
-    assert versions == {
-        ("JSONRPC", "1.0"),
-        ("HTTP+JSON", "1.0"),
-        ("JSONRPC", "0.3"),
-        ("HTTP+JSON", "0.3"),
-    }
-    assert card["protocolVersion"] == "0.3"
-    with pytest.raises(ParseError):
-        ParseDict(card, AgentCard())
+        plain = (await client.get(f"{running.url}/.well-known/agent-card.json")).json()
+        stated = (
+            await client.get(
+                f"{running.url}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}
+            )
+        ).json()
+        legacy = (await client.get(f"{running.url}/.well-known/agent.json")).json()
+    assert (plain.keys() >= V03_FIELDS) is v03_without_header
+    assert (stated.keys() >= V03_FIELDS) is v03_without_header
+    assert legacy.keys() >= V03_FIELDS
+    if not v03_without_header:
+        ParseDict(plain, AgentCard())
+    else:
+        with pytest.raises(ParseError):
+            ParseDict(plain, AgentCard())
 
 
 # --- failures -----------------------------------------------------------------------------

@@ -128,6 +128,17 @@ def parse_bool(variable: str, value: str) -> bool:
     raise ConfigError(variable, f"{value!r} is not a boolean (use true or false)")
 
 
+def _auto_bool(env: Mapping[str, str], variable: str) -> bool | None:
+    """A boolean, or None for `auto` (the default)."""
+    value = env.get(variable, "").strip()
+    if value.lower() in ("", "auto"):
+        return None
+    try:
+        return parse_bool(variable, value)
+    except ConfigError:
+        raise ConfigError(variable, f"{value!r} is not auto, true or false") from None
+
+
 def parse_int(variable: str, value: str, *, minimum: int, maximum: int | None = None) -> int:
     try:
         number = int(value.strip())
@@ -253,7 +264,8 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_sessions: int = DEFAULT_MAX_SESSIONS
     max_queued: int = DEFAULT_MAX_QUEUED
-    card_v03: bool = False
+    # None: by request (the 0.3 fields unless the card request says A2A-Version 1.x).
+    card_v03: bool | None = None
     push_allow_private: bool = False
     question_timeout_s: float = DEFAULT_QUESTION_TIMEOUT_S
     task_retention: int = DEFAULT_TASK_RETENTION
@@ -389,7 +401,7 @@ class Settings:
             max_body_bytes=max_body,
             max_sessions=max_sessions,
             max_queued=max_queued,
-            card_v03=parse_bool("A2A_CARD_V03", env.get("A2A_CARD_V03", "")),
+            card_v03=_auto_bool(env, "A2A_CARD_V03"),
             push_allow_private=parse_bool(
                 "A2A_PUSH_ALLOW_PRIVATE", env.get("A2A_PUSH_ALLOW_PRIVATE", "")
             ),

@@ -1,6 +1,7 @@
 """The HTTP application: a2a-sdk's route builders mounted in our own Starlette app.
 
-    GET  /.well-known/agent-card.json   the card (Cache-Control, ETag, Last-Modified)
+    GET  /.well-known/agent-card.json   the card, 1.0 or with the 0.3 fields (discovery.py)
+    GET  /.well-known/agent.json        the card with the 0.3 fields (the path before 0.3)
     POST /                               JSON-RPC: A2A 1.0, and 0.3 method names
     *    /rest/...                       HTTP+JSON: A2A 1.0, and 0.3 under /rest/v1
     GET  /healthz                        alive: the process answers
@@ -21,17 +22,14 @@ import contextlib
 import logging
 import os
 import shutil
-import time
 from collections.abc import AsyncIterator
-from email.utils import formatdate
 
 from a2a.server.context import ServerCallContext
-from a2a.server.routes import create_agent_card_routes, create_rest_routes
+from a2a.server.routes import create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import InMemoryPushNotificationConfigStore
 from a2a.types.a2a_pb2 import AgentCard
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -40,6 +38,7 @@ from starlette.routing import Route
 
 from a2a_acp_bridge.a2a.card import build_card
 from a2a_acp_bridge.a2a.compat import Compat03Adapter
+from a2a_acp_bridge.a2a.discovery import CARD_PATH, LEGACY_CARD_PATH, CardEndpoint
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
 from a2a_acp_bridge.a2a.gate import Gate
 from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
@@ -52,7 +51,6 @@ from a2a_acp_bridge.metrics import CONTENT_TYPE
 
 logger = logging.getLogger(__name__)
 
-CARD_CACHE_CONTROL = "public, max-age=60"
 RPC_PATH = "/"
 REST_PREFIX = "/rest"
 
@@ -62,20 +60,6 @@ class ServerState:
 
     def __init__(self) -> None:
         self.bound_port: int | None = None
-
-
-class CardClock:
-    """When the served card last changed (its ETag), for the Last-Modified header."""
-
-    def __init__(self) -> None:
-        self.etag: str | None = None
-        self.modified = ""
-
-    def stamp(self, etag: str | None) -> str:
-        if etag != self.etag or not self.modified:
-            self.etag = etag
-            self.modified = formatdate(time.time(), usegmt=True)
-        return self.modified
 
 
 class CallContextBuilder(DefaultServerCallContextBuilder):
@@ -91,20 +75,17 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     bridge = bridge or Bridge(settings)
     state = ServerState()
 
-    def current_card() -> AgentCard:
+    def current_card(with_v03: bool = False) -> AgentCard:
         return build_card(
             base_url=settings.advertised_url(state.bound_port),
             label=settings.agent.label,
             agent_info=bridge.agent_info,
             name=settings.name,
             bearer=bool(settings.tokens),
-            with_v03=settings.card_v03,
+            with_v03=with_v03,
             supervised=bridge.supervised is not False,
             prompt_capabilities=bridge.prompt_capabilities,
         )
-
-    async def card_modifier(_card: AgentCard) -> AgentCard:
-        return current_card()
 
     push_configs = InMemoryPushNotificationConfigStore()
     push_policy = PushUrlPolicy(allow_private=settings.push_allow_private)
@@ -137,16 +118,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     async def metrics(_request: Request) -> Response:
         return Response(bridge.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    (sdk_card_route,) = create_agent_card_routes(
-        current_card(), card_modifier=card_modifier, cache_control=CARD_CACHE_CONTROL
-    )
-    sdk_card = sdk_card_route.endpoint
-    clock = CardClock()
-
-    async def card(request: Request) -> Response:
-        response: Response = await sdk_card(request)
-        response.headers["Last-Modified"] = clock.stamp(response.headers.get("etag"))
-        return response
+    card = CardEndpoint(current_card, settings.card_v03)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -158,7 +130,8 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
                 await handler.aclose()
 
     routes = [
-        Route(AGENT_CARD_WELL_KNOWN_PATH, card, methods=["GET"]),
+        Route(CARD_PATH, card.serve, methods=["GET"]),
+        Route(LEGACY_CARD_PATH, card.serve, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
