@@ -39,7 +39,9 @@ class Webhook:
         found = []
         for delivery in self.deliveries:
             body = delivery.body
-            status = (body.get("task") or body.get("statusUpdate") or {}).get("status") or {}
+            # A 1.0 payload is a StreamResponse; a 0.3 one the task itself (`kind: task`).
+            holder = body if body.get("kind") == "task" else body.get("task")
+            status = (holder or body.get("statusUpdate") or {}).get("status") or {}
             if "state" in status:
                 found.append(str(status["state"]))
         return found

@@ -28,7 +28,6 @@ from a2a.server.context import ServerCallContext
 from a2a.server.routes import create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.server.tasks import InMemoryPushNotificationConfigStore
 from a2a.types.a2a_pb2 import AgentCard
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -43,7 +42,7 @@ from a2a_acp_bridge.a2a.executor import BridgeExecutor
 from a2a_acp_bridge.a2a.gate import Gate
 from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
-from a2a_acp_bridge.a2a.push import PushDelivery, PushUrlPolicy
+from a2a_acp_bridge.a2a.push import V03, VERSION_STATE, PushConfigs, PushDelivery, PushUrlPolicy
 from a2a_acp_bridge.a2a.store import TaskStore
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
@@ -63,11 +62,15 @@ class ServerState:
 
 
 class CallContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's call context, plus whether the caller reads a stream (HTTP+JSON path)."""
+    """The SDK's call context, plus whether the caller reads a stream (HTTP+JSON path) and
+    the A2A version the request speaks (no header: 0.3; the gate turned a query parameter
+    into the header)."""
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state["rest_stream"] = request.url.path.endswith((":stream", ":subscribe"))
+        version = request.headers.get("a2a-version", "").strip() or V03
+        context.state[VERSION_STATE] = V03 if version.startswith("0.") else version
         return context
 
 
@@ -87,10 +90,10 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
             prompt_capabilities=bridge.prompt_capabilities,
         )
 
-    push_configs = InMemoryPushNotificationConfigStore()
+    push_configs = PushConfigs()
     push_policy = PushUrlPolicy(allow_private=settings.push_allow_private)
-    push = PushDelivery(push_configs, push_policy)
     task_store = TaskStore(retention=settings.task_retention)
+    push = PushDelivery(push_configs, push_policy, task_of=task_store.peek)
     handler = BridgeRequestHandler(
         bridge=bridge,
         agent_executor=BridgeExecutor(bridge),

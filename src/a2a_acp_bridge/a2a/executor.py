@@ -51,13 +51,9 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError
 
-from a2a_acp_bridge.a2a.artifacts import (
-    ANSWER_ARTIFACT,
-    CHANGES_ARTIFACT,
-    TaskArtifacts,
-    report_metadata,
-)
+from a2a_acp_bridge.a2a.artifacts import CHANGES_ARTIFACT, TaskArtifacts, report_metadata
 from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message, reply_from_message
+from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
 from a2a_acp_bridge.acp.prompt import UnsupportedInputError
 from a2a_acp_bridge.bridge import Bridge, TaskTicket, TurnCancelled
 from a2a_acp_bridge.errors import AdapterError, CapacityError

@@ -80,6 +80,14 @@ class TaskStore(InMemoryTaskStore):
                 oldest, owner = self._finished.popitem(last=False)
                 await super().delete(oldest, owner)
 
+    def peek(self, task_id: str) -> Task | None:
+        """The stored task whoever owns it (for push delivery, which has no caller)."""
+        for tasks in self._impl.tasks.values():
+            task = tasks.get(task_id)
+            if task is not None:
+                return task
+        return None
+
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         self._finished.pop(task_id, None)
         await super().delete(task_id, context)
