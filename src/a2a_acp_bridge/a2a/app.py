@@ -43,6 +43,7 @@ from a2a_acp_bridge.a2a.gate import Gate
 from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
 from a2a_acp_bridge.a2a.push import V03, VERSION_STATE, PushConfigs, PushDelivery, PushUrlPolicy
+from a2a_acp_bridge.a2a.rest03 import Rest03Adapter
 from a2a_acp_bridge.a2a.store import TaskStore
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
@@ -139,12 +140,14 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),
-        *create_rest_routes(
-            handler,
-            context_builder=context_builder,
-            enable_v0_3_compat=True,
-            path_prefix=REST_PREFIX,
+        # A2A 0.3 under /rest/v1, through the bridge's adapter (a2a/rest03.py).
+        *(
+            Route(f"{REST_PREFIX}{path}", endpoint, methods=[method])
+            for (path, method), endpoint in Rest03Adapter(handler, context_builder=context_builder)
+            .routes()
+            .items()
         ),
+        *create_rest_routes(handler, context_builder=context_builder, path_prefix=REST_PREFIX),
     ]
     guard = Middleware(
         Guard,
