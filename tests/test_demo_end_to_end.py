@@ -12,6 +12,7 @@ from tests.support.wire import (
     TERMINAL,
     answer_text,
     assembled,
+    last_chunks,
     send,
     state_of,
     stream,
@@ -92,5 +93,14 @@ async def test_the_stream_begins_with_the_task_and_ends_in_a_terminal_state(
     assert closing.get("append", False) is False
     text = texts(closing["artifact"]["parts"])
     assert texts(assembled(events)["answer"]) == text
+    # Every artifact is closed whole, the changes too: both kinds of client see the diff.
+    changes = last_chunks(events)["changes"]
+    assert changes == assembled(events)["changes"]
+    assert [p["filename"] for p in changes] == ["s.txt"]
+    assert "+streamed" in texts(changes)
+    # The closing updates come before the terminal status, each once.
+    closings = [i for i, e in enumerate(events) if e.get("artifactUpdate", {}).get("lastChunk")]
+    assert len(closings) == 2
+    assert all(i < len(events) - 1 for i in closings)
     assert "Wrote s.txt" in text
     assert "s.txt" in text.split("Wrote s.txt")[1]

@@ -39,6 +39,7 @@ from a2a.utils.errors import (
     InvalidParamsError,
     UnsupportedOperationError,
 )
+from a2a.utils.task import apply_history_length
 
 from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message
 from a2a_acp_bridge.acp.prompt import UnsupportedInputError, check_acceptable
@@ -79,14 +80,15 @@ class BridgeRequestHandler(DefaultRequestHandler):
             except UnsupportedInputError as exc:
                 raise ContentTypeNotSupportedError(message=str(exc)) from None
 
-    async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+    async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> bool:
+        """Check the message; True when it continues an existing task."""
         self.check_input(params)
         message = params.message
         if not message.task_id:
-            return
+            return False
         task = await self.task_store.get(message.task_id, context)
         if not isinstance(task, Task):
-            return  # the SDK answers TaskNotFoundError
+            return False  # the SDK answers TaskNotFoundError
         if task.status.state in TERMINAL_STATES:
             # Refused here: the SDK would first make (and leak) a task runner for it.
             state = TaskState.Name(task.status.state)
@@ -102,6 +104,7 @@ class BridgeRequestHandler(DefaultRequestHandler):
             )
         if not message.context_id:
             message.context_id = task.context_id
+        return True
 
     async def _guarded(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -125,11 +128,31 @@ class BridgeRequestHandler(DefaultRequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        await self._prepare(params, context)
+        continues = await self._prepare(params, context)
+        first = True
         async for event in self._guarded_stream(
             "SendStreamingMessage", super().on_message_send_stream(params, context)
         ):
+            if first and continues and not isinstance(event, Task | Message):
+                # A stream MUST begin with the Task (spec 1.0, 3.1.2); the SDK starts a
+                # continued task's stream with its first update.
+                current = await self._current_task(params, context)
+                if current is not None:
+                    yield current
+            first = False
             yield event
+
+    async def _current_task(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | None:
+        """The task as stored now (a copy, its history trimmed as the caller asked)."""
+        stored = await self.task_store.get(params.message.task_id, context)
+        if not isinstance(stored, Task):
+            return None
+        task = Task()
+        task.CopyFrom(stored)
+        trimmed: Task = apply_history_length(task, params.configuration)
+        return trimmed
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
