@@ -13,10 +13,11 @@ import pytest
 from a2a.types.a2a_pb2 import AgentCard
 from google.protobuf.json_format import ParseDict, ParseError
 
+from a2a_acp_bridge.a2a.gate import asked_media_type
 from a2a_acp_bridge.a2a.store import TaskStore
 from tests.support.agents import scripted_agent
 from tests.support.server import RunningBridge, make_settings, serve_bridge
-from tests.support.wire import error_code, rest, rpc, user_message
+from tests.support.wire import error_code, rest, rpc, send, user_message
 
 pytestmark = pytest.mark.anyio
 
@@ -171,6 +172,41 @@ async def test_a_rest_client_gets_its_own_json_media_type_back(bridge: RunningBr
     assert plain.headers["content-type"] == "application/json"
     assert a2a.headers["content-type"].startswith("application/a2a+json")
     assert plain.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "accept", "expected"),
+    [
+        (None, "application/json", "application/json"),
+        (None, None, "application/a2a+json"),
+        (None, "application/a2a+json", "application/a2a+json"),
+        ("application/a2a+json", "application/json", "application/json"),
+        ("application/json", "application/a2a+json, application/json", "application/a2a+json"),
+        ("application/json", "*/*", "application/json"),
+    ],
+)
+def test_the_media_type_asked_for_is_accept_first_then_the_body_s_own(
+    content_type: str | None, accept: str | None, expected: str
+) -> None:
+    encoded = asked_media_type(
+        accept.encode() if accept else None, content_type.encode() if content_type else None
+    )
+    assert (encoded or b"application/a2a+json").decode() == expected
+
+
+async def test_a_get_that_accepts_plain_json_gets_plain_json(bridge: RunningBridge) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        task = await send(client, bridge.rpc_url, "hi")
+        plain = await client.get(
+            f"{bridge.url}/rest/tasks/{task['id']}",
+            headers={"Accept": "application/json", "A2A-Version": "1.0"},
+        )
+        default = await client.get(
+            f"{bridge.url}/rest/tasks/{task['id']}", headers={"A2A-Version": "1.0"}
+        )
+    assert plain.status_code == default.status_code == 200
+    assert plain.headers["content-type"] == "application/json"
+    assert default.headers["content-type"].startswith("application/a2a+json")
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])

@@ -7,9 +7,10 @@ the SDK's routes (JSON-RPC at `rpc_path`, HTTP+JSON elsewhere):
   (ContentTypeNotSupportedError); an HTTP+JSON request with a body that is not JSON gets
   HTTP 415 with the same error reason.
 - `?A2A-Version=...` in the query string stands for the header (the spec allows either).
-- An HTTP+JSON response is labelled with the JSON media type the client used: a client
-  that sent `application/json` (and did not ask for `application/a2a+json`) gets
-  `application/json` back; everyone else gets `application/a2a+json`.
+- An HTTP+JSON response is labelled with the JSON media type the client asked for: the
+  first of `application/a2a+json` and `application/json` its `Accept` names, else the
+  type of the body it sent; a client that states neither (a GET with `*/*`) gets the
+  SDK's `application/a2a+json`. Errors stay `application/json`.
 - An error from an A2A 0.3 HTTP+JSON path (`.../v1/...`) also names the error the way 0.3
   clients read it (`{"type": "TaskNotFoundError", "message": ...}` beside the 1.0 body).
 
@@ -161,14 +162,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def asked_media_type(accept: bytes | None, content_type: bytes | None) -> bytes | None:
+    """The JSON media type the client asked for: Accept first, then its own body's type."""
+    for item in (accept or b"").split(b","):
+        media = item.split(b";", 1)[0].strip().lower()
+        if media in (A2A_JSON, PLAIN_JSON):
+            return media
+    media = (content_type or b"").split(b";", 1)[0].strip().lower()
+    return media if media in (A2A_JSON, PLAIN_JSON) else None
+
+
 def _labelled(send: Send, headers: list[tuple[bytes, bytes]], content_type: bytes | None) -> Send:
-    accept = (_header(headers, b"accept") or b"").lower()
-    spoke_plain = (
-        content_type is not None
-        and content_type.split(b";", 1)[0].strip().lower() == PLAIN_JSON
-        and A2A_JSON not in accept
-    )
-    if not spoke_plain:
+    if asked_media_type(_header(headers, b"accept"), content_type) != PLAIN_JSON:
         return send
 
     async def relabel(message: Message) -> None:
