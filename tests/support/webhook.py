@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,16 @@ class Webhook:
             if "state" in status:
                 found.append(str(status["state"]))
         return found
+
+    async def wait_until(
+        self, done: Callable[[list[Delivery]], bool], timeout_s: float = 20.0
+    ) -> list[Delivery]:
+        """Wait until `done` holds for the deliveries so far; all of them."""
+        with anyio.fail_after(timeout_s):
+            while not done(self.deliveries):
+                await self.arrived.wait()
+                self.reset_arrival()
+        return list(self.deliveries)
 
     async def wait_for_state(self, state: str, timeout_s: float = 20.0) -> list[Delivery]:
         """Wait until a delivery carries the task in `state`; every delivery so far."""
