@@ -133,26 +133,38 @@ async def test_push_configs_are_created_from_the_proto_body_and_from_the_sdk_req
             "name": f"tasks/{task_id}/pushNotificationConfigs/js",
             "pushNotificationConfig": {"id": "js", "url": "https://example.com/js"},
         }
-        # a2a-sdk 0.3's whole CreateTaskPushNotificationConfigRequest.
+        # a2a-sdk 0.3's whole CreateTaskPushNotificationConfigRequest, in camelCase and in
+        # the proto's own field names (what a2a-sdk 1.3's 0.3 transport sends).
         sdk_body = {
             "parent": f"tasks/{task_id}",
             "configId": "py",
             "config": {"pushNotificationConfig": {"url": "https://example.com/py"}},
         }
+        snake_body = {
+            "parent": f"tasks/{task_id}",
+            "config_id": "snake",
+            "config": {"push_notification_config": {"url": "https://example.com/snake"}},
+        }
         created = [
-            await client.post(base, json=body, headers=JSON) for body in (proto_body, sdk_body)
+            await client.post(base, json=body, headers=JSON)
+            for body in (proto_body, sdk_body, snake_body)
         ]
         listed = await client.get(base, headers=JSON)
         broken = await client.post(base, json={"config": "nope"}, headers=JSON)
         not_json = await client.post(base, content=b"{", headers=JSON)
-    assert [r.status_code for r in created] == [200, 200], [r.text for r in created]
+    assert [r.status_code for r in created] == [200, 200, 200], [r.text for r in created]
     names = {r.json()["name"] for r in created}
     assert names == {
         f"tasks/{task_id}/pushNotificationConfigs/js",
         f"tasks/{task_id}/pushNotificationConfigs/py",
+        f"tasks/{task_id}/pushNotificationConfigs/snake",
     }
     urls = {c["pushNotificationConfig"]["url"] for c in listed.json()["configs"]}
-    assert urls == {"https://example.com/js", "https://example.com/py"}
+    assert urls == {
+        "https://example.com/js",
+        "https://example.com/py",
+        "https://example.com/snake",
+    }
     assert broken.status_code == 400
     assert broken.json()["type"] == "InvalidParamsError"
     assert not_json.status_code == 400

@@ -45,11 +45,16 @@ def push_config_request(task_id: str, body: bytes) -> dict[str, Any]:
     config = parsed.get("config") if "config" in parsed else parsed
     if not isinstance(config, dict):
         raise InvalidParamsError(message="`config` must be a JSON object")
-    inner = config.get("pushNotificationConfig")
+    # Proto JSON names fields either way (a2a-sdk 0.3 sends the proto's own names).
+    inner = _either(config, "pushNotificationConfig", "push_notification_config")
     if not isinstance(inner, dict) or not inner.get("url"):
         raise InvalidParamsError(message="The push notification config needs a `url`")
-    config_id = parsed.get("configId") or inner.get("id") or ""
+    config_id = _either(parsed, "configId", "config_id") or inner.get("id") or ""
     return {"parent": f"tasks/{task_id}", "configId": config_id, "config": config}
+
+
+def _either(mapping: dict[str, Any], camel: str, snake: str) -> Any:
+    return mapping.get(camel, mapping.get(snake))
 
 
 class Rest03Handler(REST03Handler):
