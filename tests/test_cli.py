@@ -151,3 +151,19 @@ def test_a2a_sdk_tracing_is_off_unless_the_operator_turns_it_on(
         monkeypatch.setenv(A2A_TRACING_VARIABLE, given)
     assert main(["serve", "--port", "0"]) == 0
     assert seen == [expected]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("", None), ("auto", None), ("AUTO", None), ("true", True), ("0", False), ("false", False)],
+)
+def test_a2a_card_v03_is_auto_by_default_or_a_boolean(
+    tmp_path: Path, value: str, expected: bool | None
+) -> None:
+    settings = Settings.from_env({"A2A_CARD_V03": value}, cwd=tmp_path)
+    assert settings.card_v03 is expected
+
+
+def test_a2a_card_v03_refuses_anything_else_naming_the_choices(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="A2A_CARD_V03: 'sometimes' is not auto, true or false"):
+        Settings.from_env({"A2A_CARD_V03": "sometimes"}, cwd=tmp_path)

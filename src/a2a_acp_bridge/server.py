@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - a2a-sdk[http-server] brings it
     SseStatus = None  # type: ignore[assignment,misc]
 
 from a2a_acp_bridge.a2a.app import build_app
+from a2a_acp_bridge.a2a.discovery import card_policy
 from a2a_acp_bridge.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,11 @@ class BridgeServer(uvicorn.Server):
         settings: Settings = self.app.state.bridge.settings
         logger.info(
             "listening",
-            extra={"url": settings.advertised_url(port), "agent": settings.agent.label},
+            extra={
+                "url": settings.advertised_url(port),
+                "agent": settings.agent.label,
+                "card": card_policy(settings.card_v03),
+            },
         )
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

@@ -60,6 +60,16 @@ def serves_v03(request: Request, setting: bool | None) -> bool:
     return not wants_v10(request)
 
 
+def card_policy(setting: bool | None) -> str:
+    """What the startup log says about the card (which requests get the 0.3 fields)."""
+    if setting is None:
+        return (
+            "1.0, with the 0.3 fields for requests without A2A-Version 1.x "
+            "(A2A_CARD_V03=false: the strict 1.0 card for everyone)"
+        )
+    return "1.0 and 0.3 for every request" if setting else "strict 1.0 for every request"
+
+
 def _etag(body: dict[str, Any]) -> str:
     unsigned = {key: value for key, value in body.items() if key != "signatures"}
     encoded = json.dumps(unsigned, sort_keys=True, separators=(",", ":")).encode()
