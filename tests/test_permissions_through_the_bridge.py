@@ -4,7 +4,7 @@ The scripted agent introduces itself with each real adapter's agentInfo (so that
 option tables apply), sends the captured permission requests (tests/fixtures/acp) one after
 the other, and reports every answer it gets as a message chunk ("permission ID: ANSWER").
 The A2A task must then name every refusal: in a WORKING status line, in the COMPLETED note
-or the CANCELED message, and in `refusedByBridge` in the answer artifact's data part.
+or the CANCELED message, and in `refusedByBridge` in the report (the task's metadata).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
 - `Question`: the agent asks the caller something; the task waits in INPUT_REQUIRED.
 
 `TurnProgress.outcome(...)` decides the task's final state and its note, and
-`TurnProgress.summary(...)` builds the answer artifact's data part.
+`TurnProgress.summary(...)` builds the turn's report (the final status's metadata).
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ class TurnProgress:
     def summary(
         self, end: TurnEnd, *, session_id: str, extra: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """The data part of the answer artifact."""
+        """The turn's report, for the final status's metadata (a2a/artifacts.py)."""
         data: dict[str, Any] = {
             "stopReason": end.stop_reason,
             "usage": dict(end.usage),

@@ -10,7 +10,7 @@ ADK takes it as it is, and nobody sees the text twice.
 `StreamedArtifact` keeps what the caller was sent of one artifact, folded the way the task
 store folds it (a2a/store.py: text chunks merged into parts of about `MERGE_LIMIT`
 characters), so a chunk costs the same however long the answer is, and the closing
-update carries a few large parts rather than one per chunk.
+update carries the store's few large parts rather than one per chunk.
 
 The turn's report (stop reason, usage, tool calls, refusals, session id) is not part of
 any artifact: it goes in the terminal status update's `metadata` under `REPORT_KEY`, which
@@ -26,7 +26,7 @@ from typing import Any
 
 from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent
 
-from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT, fold_last_text_part
+from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT, MERGE_LIMIT, is_plain_text
 
 CHANGES_ARTIFACT = "changes"
 # The key of the turn's report in the final status update's (and the task's) metadata.
@@ -38,35 +38,38 @@ DESCRIPTIONS = {
 
 
 class StreamedArtifact:
-    """One artifact of one task: what was sent of it, and whether it is still open."""
+    """One artifact of one task: what was sent of it, and whether it is still open.
 
-    __slots__ = ("_sent", "open", "started")
+    Text is kept as Python strings, a run of chunks joined once it reaches `MERGE_LIMIT`
+    (the store's fold rule, so the closing update's parts are the store's parts): a chunk
+    costs an append, and only the closing update builds parts."""
+
+    __slots__ = ("_done", "_run", "_run_size", "artifact_id", "open", "started")
 
     def __init__(self, artifact_id: str) -> None:
-        self._sent = Artifact(
-            artifact_id=artifact_id,
-            name=artifact_id,
-            description=DESCRIPTIONS.get(artifact_id, ""),
-        )
+        self.artifact_id = artifact_id
+        # Finished pieces: a text part's whole text, or a part that is not plain text.
+        self._done: list[str | Part] = []
+        # The text part still taking chunks, and its size.
+        self._run: list[str] = []
+        self._run_size = 0
         # Any update sent (the first one creates the artifact in the task).
         self.started = False
         # Chunks sent since the artifact was last closed.
         self.open = False
 
-    @property
-    def artifact_id(self) -> str:
-        return str(self._sent.artifact_id)
-
     def chunk(
         self, task_id: str, context_id: str, parts: Iterable[Part]
     ) -> TaskArtifactUpdateEvent:
         """The update that adds `parts` (the first one names and describes the artifact)."""
-        artifact = Artifact(artifact_id=self._sent.artifact_id, parts=parts)
+        artifact = Artifact(artifact_id=self.artifact_id, parts=parts)
         if not self.started:
-            artifact.name = self._sent.name
-            artifact.description = self._sent.description
-        self._sent.parts.extend(artifact.parts)
-        fold_last_text_part(self._sent)
+            artifact.name = self.artifact_id
+            artifact.description = DESCRIPTIONS.get(self.artifact_id, "")
+        kept = list(artifact.parts)
+        for index, part in enumerate(kept):
+            # As the store does: only a chunk's last part folds into the part before it.
+            self._keep(part, fold=index == len(kept) - 1)
         event = TaskArtifactUpdateEvent(
             task_id=task_id, context_id=context_id, artifact=artifact, append=self.started
         )
@@ -74,11 +77,39 @@ class StreamedArtifact:
         self.open = True
         return event
 
+    def _keep(self, part: Part, *, fold: bool) -> None:
+        if not is_plain_text(part):
+            self._end_run()
+            self._done.append(part)
+            return
+        text = str(part.text)
+        if fold and self._run and self._run_size < MERGE_LIMIT:
+            self._run.append(text)
+            self._run_size += len(text)
+            return
+        self._end_run()
+        self._run = [text]
+        self._run_size = len(text)
+
+    def _end_run(self) -> None:
+        if self._run:
+            self._done.append("".join(self._run))
+            self._run = []
+            self._run_size = 0
+
     def close(self, task_id: str, context_id: str) -> TaskArtifactUpdateEvent:
-        """The closing update: the whole artifact, replacing what the caller assembled."""
+        """The closing update: the whole artifact, replacing what the caller assembled. The
+        text part still open stays open: later chunks fold into it as they do in the store."""
         self.open = False
-        whole = Artifact()
-        whole.CopyFrom(self._sent)
+        if len(self._run) > 1:
+            self._run = ["".join(self._run)]
+        pieces = [*self._done, *self._run]
+        whole = Artifact(
+            artifact_id=self.artifact_id,
+            name=self.artifact_id,
+            description=DESCRIPTIONS.get(self.artifact_id, ""),
+            parts=[Part(text=piece) if isinstance(piece, str) else piece for piece in pieces],
+        )
         return TaskArtifactUpdateEvent(
             task_id=task_id, context_id=context_id, artifact=whole, append=False, last_chunk=True
         )

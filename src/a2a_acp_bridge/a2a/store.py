@@ -31,7 +31,7 @@ def fold_last_text_part(artifact: Artifact) -> None:
     if len(parts) < 2:
         return
     last, previous = parts[-1], parts[-2]
-    if not (_plain_text(last) and _plain_text(previous)):
+    if not (is_plain_text(last) and is_plain_text(previous)):
         return
     if len(previous.text) >= MERGE_LIMIT:
         return
@@ -39,7 +39,8 @@ def fold_last_text_part(artifact: Artifact) -> None:
     del parts[-1]
 
 
-def _plain_text(part: Part) -> bool:
+def is_plain_text(part: Part) -> bool:
+    """Text with nothing else on it (no media type, file name or metadata): foldable."""
     return (
         part.WhichOneof("content") == "text"
         and not part.media_type
