@@ -273,5 +273,7 @@ async def test_the_send_command_presents_the_token_and_fails_clearly_without_it(
             )
     assert from_env.returncode == 0, from_env.stderr
     assert b"[COMPLETED]" in from_env.stdout
+    # The answer is printed as it streams, once: the closing update is not printed again.
+    assert from_env.stdout.count(b"Wrote a.txt") == 1, from_env.stdout
     assert without.returncode == 2
     assert b"401" in without.stderr

@@ -28,8 +28,12 @@ def _state_name(state: int) -> str:
     return name.removeprefix("TASK_STATE_")
 
 
-def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int | None:
-    """Print one stream event; return the task state once it is final."""
+def render(
+    event: StreamResponse, out: TextIO, answer_open: list[bool], seen: set[str] | None = None
+) -> int | None:
+    """Print one stream event; return the task state once it is final. `seen`: the
+    artifacts printed so far in this stream."""
+    seen = set() if seen is None else seen
     kind = event.WhichOneof("payload")
     if kind == "task":
         out.write(f"task {event.task.id} (context {event.task.context_id})\n")
@@ -39,6 +43,9 @@ def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int |
         return TaskState.TASK_STATE_COMPLETED
     if kind == "artifact_update":
         update = event.artifact_update
+        if update.last_chunk and not update.append and update.artifact.artifact_id in seen:
+            return None  # the closing update repeats, whole, what was printed as it came
+        seen.add(update.artifact.artifact_id)
         for part in update.artifact.parts:
             if part.WhichOneof("content") == "text" and update.artifact.artifact_id == "answer":
                 out.write(part.text)
@@ -119,12 +126,13 @@ async def send_and_print(
         message.task_id = task_id
     final: int | None = None
     answer_open = [False]
+    seen: set[str] = set()
     try:
         async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=_headers(token)) as http:
             client = await create_client(url, ClientConfig(streaming=True, httpx_client=http))
             async with client:
                 async for event in client.send_message(SendMessageRequest(message=message)):
-                    state = render(event, out, answer_open)
+                    state = render(event, out, answer_open, seen)
                     out.flush()
                     if state is not None:
                         final = state
