@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from a2a_acp_bridge.a2a.artifacts import StreamedArtifact, TaskArtifacts, report_metadata
-from a2a_acp_bridge.a2a.store import MERGE_LIMIT, fold_last_text_part
+from a2a_acp_bridge.a2a.store import MERGE_LIMIT, fold_last_text_part, is_plain_text
 
 TEXT = st.text(alphabet="ab\n", min_size=1, max_size=MERGE_LIMIT // 2).map(lambda t: Part(text=t))
 FILE = st.builds(
@@ -33,7 +33,13 @@ def stored(chunks: list[list[Part]]) -> Artifact:
 @given(CHUNKS)
 def test_the_closing_update_holds_the_store_s_parts(chunks: list[list[Part]]) -> None:
     streamed = StreamedArtifact("answer")
-    events = [streamed.chunk("t", "c", chunk) for chunk in chunks]
+    # The answer's text comes as a string (text_chunk), files and diffs as parts (chunk).
+    events = [
+        streamed.text_chunk("t", "c", chunk[0].text)
+        if len(chunk) == 1 and is_plain_text(chunk[0])
+        else streamed.chunk("t", "c", chunk)
+        for chunk in chunks
+    ]
     if not chunks:
         assert not streamed.open
         return
@@ -50,10 +56,10 @@ def test_the_closing_update_holds_the_store_s_parts(chunks: list[list[Part]]) ->
 def test_an_artifact_is_closed_again_whole_after_more_chunks() -> None:
     artifacts = TaskArtifacts()
     answer = artifacts.get("answer")
-    answer.chunk("t", "c", [Part(text="before the question ")])
+    answer.text_chunk("t", "c", "before the question ")
     (first,) = artifacts.closing("t", "c")
     assert artifacts.closing("t", "c") == []  # nothing new: nothing to close
-    more = answer.chunk("t", "c", [Part(text="after it")])
+    more = answer.text_chunk("t", "c", "after it")
     (second,) = artifacts.closing("t", "c")
     assert more.append
     assert [p.text for p in first.artifact.parts] == ["before the question "]

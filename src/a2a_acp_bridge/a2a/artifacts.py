@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent
+from a2a.types.a2a_pb2 import Part, TaskArtifactUpdateEvent
 
 from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT, MERGE_LIMIT, is_plain_text
 
@@ -62,17 +62,30 @@ class StreamedArtifact:
         self, task_id: str, context_id: str, parts: Iterable[Part]
     ) -> TaskArtifactUpdateEvent:
         """The update that adds `parts` (the first one names and describes the artifact)."""
-        artifact = Artifact(artifact_id=self.artifact_id, parts=parts)
-        if not self.started:
-            artifact.name = self.artifact_id
-            artifact.description = DESCRIPTIONS.get(self.artifact_id, "")
-        kept = list(artifact.parts)
+        event = self._event(task_id, context_id)
+        kept = list(parts)
+        event.artifact.parts.extend(kept)
         for index, part in enumerate(kept):
             # As the store does: only a chunk's last part folds into the part before it.
             self._keep(part, fold=index == len(kept) - 1)
-        event = TaskArtifactUpdateEvent(
-            task_id=task_id, context_id=context_id, artifact=artifact, append=self.started
-        )
+        return event
+
+    def text_chunk(self, task_id: str, context_id: str, text: str) -> TaskArtifactUpdateEvent:
+        """The update that adds one plain text part (the answer's chunks): kept as the
+        string it is, without reading it back from the part."""
+        event = self._event(task_id, context_id)
+        event.artifact.parts.add(text=text)
+        self._keep_text(text, fold=True)
+        return event
+
+    def _event(self, task_id: str, context_id: str) -> TaskArtifactUpdateEvent:
+        # Built in place: a message passed to a constructor is copied once more.
+        event = TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, append=self.started)
+        artifact = event.artifact
+        artifact.artifact_id = self.artifact_id
+        if not self.started:
+            artifact.name = self.artifact_id
+            artifact.description = DESCRIPTIONS.get(self.artifact_id, "")
         self.started = True
         self.open = True
         return event
@@ -82,7 +95,9 @@ class StreamedArtifact:
             self._end_run()
             self._done.append(part)
             return
-        text = str(part.text)
+        self._keep_text(str(part.text), fold=fold)
+
+    def _keep_text(self, text: str, *, fold: bool) -> None:
         if fold and self._run and self._run_size < MERGE_LIMIT:
             self._run.append(text)
             self._run_size += len(text)
@@ -103,16 +118,19 @@ class StreamedArtifact:
         self.open = False
         if len(self._run) > 1:
             self._run = ["".join(self._run)]
-        pieces = [*self._done, *self._run]
-        whole = Artifact(
-            artifact_id=self.artifact_id,
-            name=self.artifact_id,
-            description=DESCRIPTIONS.get(self.artifact_id, ""),
-            parts=[Part(text=piece) if isinstance(piece, str) else piece for piece in pieces],
+        event = TaskArtifactUpdateEvent(
+            task_id=task_id, context_id=context_id, append=False, last_chunk=True
         )
-        return TaskArtifactUpdateEvent(
-            task_id=task_id, context_id=context_id, artifact=whole, append=False, last_chunk=True
-        )
+        whole = event.artifact
+        whole.artifact_id = self.artifact_id
+        whole.name = self.artifact_id
+        whole.description = DESCRIPTIONS.get(self.artifact_id, "")
+        for piece in [*self._done, *self._run]:
+            if isinstance(piece, str):
+                whole.parts.add(text=piece)
+            else:
+                whole.parts.append(piece)
+        return event
 
 
 class TaskArtifacts:

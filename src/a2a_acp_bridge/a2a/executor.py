@@ -180,7 +180,7 @@ class TaskPublisher:
         if self._held:
             text = "".join(self._held)
             self._held.clear()
-            await self._answer([Part(text=text)])
+            await self._answer_text(text)
 
     async def reply_directly(self) -> bool:
         """Answer with one Message holding the text, if nothing else was published."""
@@ -236,6 +236,10 @@ class TaskPublisher:
         answer = self.artifacts.get(ANSWER_ARTIFACT)
         await self._emit(answer.chunk(self.task_id, self.context_id, parts))
 
+    async def _answer_text(self, text: str) -> None:
+        answer = self.artifacts.get(ANSWER_ARTIFACT)
+        await self._emit(answer.text_chunk(self.task_id, self.context_id, text))
+
     async def _change(self, change: ChangeMade) -> None:
         diff = change.diff
         shown = _display_path(diff.path, self.root())
@@ -262,7 +266,7 @@ class TaskPublisher:
                     if self.deferring:
                         self._held.append(output.text)
                         continue
-                    await self._answer([Part(text=output.text)])
+                    await self._answer_text(output.text)
                     continue
                 await self._release()
                 if kind is StatusText:
