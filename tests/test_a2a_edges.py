@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -391,3 +392,22 @@ async def test_the_card_lists_the_media_types_the_agent_accepts_once_it_runs(
         "image/gif",
         "image/webp",
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "2.0", "id": 1},  # no method
+        {"jsonrpc": "2.0", "id": {"not": "an id"}, "method": "message/send", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": 7}},
+    ],
+    ids=["no-method", "bad-id", "bad-params"],
+)
+async def test_a_malformed_json_rpc_request_is_an_error_without_a_traceback_in_the_log(
+    bridge: RunningBridge, caplog: pytest.LogCaptureFixture, body: dict[str, Any]
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = await client.post(bridge.rpc_url, json=body, headers={"A2A-Version": "1.0"})
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] in (-32600, -32602)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]

@@ -43,6 +43,7 @@ from a2a_acp_bridge.a2a.gate import Gate
 from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
 from a2a_acp_bridge.a2a.push import V03, VERSION_STATE, PushConfigs, PushDelivery, PushUrlPolicy
+from a2a_acp_bridge.a2a.quiet import quiet_client_errors
 from a2a_acp_bridge.a2a.rest03 import Rest03Adapter
 from a2a_acp_bridge.a2a.store import TaskStore
 from a2a_acp_bridge.bridge import Bridge
@@ -77,6 +78,7 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
 
 def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     bridge = bridge or Bridge(settings)
+    quiet_client_errors()
     state = ServerState()
 
     def current_card(with_v03: bool = False) -> AgentCard:
