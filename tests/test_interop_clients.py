@@ -268,12 +268,12 @@ async def test_the_a2a_js_0_3_client_discovers_and_uses_the_bridge_on_both_bindi
 # --- the agent frameworks -----------------------------------------------------------------
 
 
-async def test_google_adk_gets_the_whole_answer_streaming_and_not_and_remembers_the_file(
-    demo_bridge: RunningBridge,
+async def test_google_adk_gets_the_whole_answer_remembers_the_file_and_answers_a_question(
+    demo_bridge: RunningBridge, bridge: RunningBridge
 ) -> None:
     python = python_of("adk")
     report = await run_driver(
-        "adk", [str(python), str(DRIVERS / "adk" / "driver.py"), demo_bridge.url]
+        "adk", [str(python), str(DRIVERS / "adk" / "driver.py"), demo_bridge.url, bridge.url]
     )
     for mode in ("streaming", "blocking"):
         write, read = report[mode]
@@ -287,6 +287,14 @@ async def test_google_adk_gets_the_whole_answer_streaming_and_not_and_remembers_
         assert "alpha from adk" in "".join(read["final"]), (mode, read)
     assert report["streaming"][0]["partial"] >= 1  # it did stream
     assert report["blocking"][0]["partial"] == 0
+    for mode in ("question_streaming", "question_blocking"):
+        asked, answered = report[mode]
+        # ADK makes the question a long-running call for the user's input...
+        assert any("input" in call for call in asked["calls"]), (mode, asked)
+        # ...and the next message answers it: the whole answer comes back, the rest once.
+        said = "".join(answered["final"])
+        assert said.count("thanks\n") == 1, (mode, said)
+        assert '"answer": "blue"' in said
 
 
 async def test_strands_gets_the_whole_answer_streaming_and_not_and_sees_the_question(

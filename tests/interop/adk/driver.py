@@ -1,11 +1,13 @@
 """Google ADK's RemoteA2aAgent in a Runner, against the bridge, as ADK's docs start it.
 
-    python driver.py BRIDGE_URL
+    python driver.py DEMO_BRIDGE_URL SCRIPTED_BRIDGE_URL
 
-Runs in its own virtual environment (google-adk and the a2a-sdk it pins). One conversation
-streaming (ADK's default) and one not, each of two turns in one session: the first writes a
-file, the second reads it back. Prints one JSON object: per mode, per turn, the final
-response's text, how many partial events came before it, and the task state ADK recorded.
+Runs in its own virtual environment (google-adk and the a2a-sdk it pins). Streaming (ADK's
+default) and blocking, two conversations of two turns each, one session each: against the
+demo agent, the first turn writes a file and the second reads it back; against the scripted
+agent, the first turn gets a question and the second answers it. Prints one JSON object:
+per conversation, per turn, the final responses' text, the function calls ADK made of a
+question, and how many partial events came before.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from google.genai import types
 
 APP = "interop"
 USER = "user"
-TURNS = ["write notes.txt: alpha from adk", "read notes.txt"]
+FILE_TURNS = ["write notes.txt: alpha from adk", "read notes.txt"]
+QUESTION_TURNS = ["ask", "blue"]
 
 
-async def conversation(base: str, *, streaming: bool) -> list[dict[str, Any]]:
+async def conversation(base: str, turns: list[str], *, streaming: bool) -> list[dict[str, Any]]:
     async with httpx.AsyncClient(timeout=60) as http:
         factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http))
         agent = RemoteA2aAgent(
@@ -36,9 +39,10 @@ async def conversation(base: str, *, streaming: bool) -> list[dict[str, Any]]:
         )
         runner = InMemoryRunner(agent=agent, app_name=APP)
         session = await runner.session_service.create_session(app_name=APP, user_id=USER)
-        turns = []
-        for text in TURNS:
+        seen = []
+        for text in turns:
             finals: list[str] = []
+            calls: list[str] = []
             partial = 0
             message = types.Content(role="user", parts=[types.Part(text=text)])
             async for event in runner.run_async(
@@ -47,22 +51,24 @@ async def conversation(base: str, *, streaming: bool) -> list[dict[str, Any]]:
                 if event.partial:
                     partial += 1
                     continue
-                if event.is_final_response() and event.content and event.content.parts:
-                    finals.append(
-                        "".join(p.text or "" for p in event.content.parts if not p.thought)
-                    )
-            turns.append({"prompt": text, "final": finals, "partial": partial})
+                parts = event.content.parts if event.content and event.content.parts else []
+                calls += [p.function_call.name or "" for p in parts if p.function_call]
+                if event.is_final_response() and parts:
+                    finals.append("".join(p.text or "" for p in parts if not p.thought))
+            seen.append({"prompt": text, "final": finals, "calls": calls, "partial": partial})
         await runner.close()
-        return turns
+        return seen
 
 
-async def main(base: str) -> None:
+async def main(demo: str, scripted: str) -> None:
     report = {
-        "streaming": await conversation(base, streaming=True),
-        "blocking": await conversation(base, streaming=False),
+        "streaming": await conversation(demo, FILE_TURNS, streaming=True),
+        "blocking": await conversation(demo, FILE_TURNS, streaming=False),
+        "question_streaming": await conversation(scripted, QUESTION_TURNS, streaming=True),
+        "question_blocking": await conversation(scripted, QUESTION_TURNS, streaming=False),
     }
     print(json.dumps(report))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1].rstrip("/")))
+    asyncio.run(main(sys.argv[1].rstrip("/"), sys.argv[2].rstrip("/")))
