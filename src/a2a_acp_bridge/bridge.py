@@ -295,15 +295,13 @@ class Bridge:
         return session
 
     def _adapter_died(self, session: AgentSession) -> None:
-        if self.pool.discard(session):
-            self._spawn(session.close)
-            self.pool.fill()
-            return
         for conversation in self._conversations.values():
             if conversation.session is session:
-                self._retire(conversation, session)
+                self._retire(conversation, session)  # which refills once it is stopped
                 return
+        self.pool.discard(session)
         self._spawn(session.close)
+        self.pool.fill()
 
     def can_start_adapter(self) -> bool:
         """Whether a new conversation would get an adapter now (for /readyz)."""
