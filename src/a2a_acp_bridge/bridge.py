@@ -23,9 +23,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from a2a_acp_bridge.acp.auth import StepCallback
 from a2a_acp_bridge.acp.process import adapter_environment
 from a2a_acp_bridge.acp.prompt import PromptCapabilities
 from a2a_acp_bridge.acp.session import (
@@ -288,7 +290,28 @@ class Bridge:
         conversation = self._conversations.get(context_id)
         return conversation.boundary.root if conversation is not None else None
 
-    async def _start(self, boundary: Boundary, *, load_session_id: str | None) -> AgentSession:
+    @contextlib.asynccontextmanager
+    async def probe(self, on_step: StepCallback) -> AsyncIterator[AgentSession]:
+        """One adapter started exactly as for a new conversation (`doctor`), in a sandbox of
+        its own that goes with it; `on_step` hears each start step that succeeded."""
+        boundary = self._handed or self.sandboxes.create("doctor")
+        try:
+            session = await self._start(boundary, load_session_id=None, on_step=on_step)
+            try:
+                yield session
+            finally:
+                await session.close()
+        finally:
+            if boundary.owned:
+                shutil.rmtree(boundary.root, ignore_errors=True)
+
+    async def _start(
+        self,
+        boundary: Boundary,
+        *,
+        load_session_id: str | None,
+        on_step: StepCallback | None = None,
+    ) -> AgentSession:
         spec = self.settings.agent
         plan = StartPlan(
             command=spec.command,
@@ -303,6 +326,8 @@ class Bridge:
             on_decision=self.metrics.permission_decided,
             question_timeout_s=self.settings.question_timeout_s,
             cancel_grace_s=self.settings.cancel_grace_s,
+            auth_method=self.settings.auth_method,
+            on_step=on_step,
         )
         try:
             session = await AgentSession.start(plan)

@@ -116,6 +116,29 @@ def claude_rig(fake: FakeAnthropic, tmp_path: Path) -> Rig:
     return Rig("claude", fake, home, environ, CLAUDE_EXTRA_ENV)
 
 
+CODEX_QUIET = """\
+check_for_update_on_startup = false
+
+[features]
+plugins = false
+apps = false
+"""
+
+
+def codex_key_rig(fake: FakeOpenAI, tmp_path: Path, **keys: str) -> Rig:
+    """codex with its built-in OpenAI provider at the fake server and no stored login: the
+    credentials are only `keys` (OPENAI_API_KEY=..., or none at all)."""
+    require_installed("codex")
+    home = _home(tmp_path)
+    codex_home = home / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        f'model = "{CODEX_MODEL}"\nopenai_base_url = "{fake.url}/v1"\n' + CODEX_QUIET
+    )
+    environ = {**base_environ(home, fake), "CODEX_HOME": str(codex_home), **keys}
+    return Rig("codex", fake, home, environ)
+
+
 def codex_rig(fake: FakeOpenAI, tmp_path: Path) -> Rig:
     require_installed("codex")
     home = _home(tmp_path)
