@@ -29,7 +29,7 @@ from a2a_acp_bridge.acp.auth import (
 from a2a_acp_bridge.adapters import CLAUDE, CODEX, GEMINI, Credentials
 from a2a_acp_bridge.config import ADAPTER_PACKAGES
 
-CODEX_METHODS = [
+CODEX_METHODS: list[dict[str, Any]] = [
     {
         "id": "api-key",
         "name": "API Key",
@@ -38,7 +38,7 @@ CODEX_METHODS = [
     },
     {"id": "chat-gpt", "name": "ChatGPT", "description": "Use ChatGPT to authenticate"},
 ]
-GEMINI_METHODS = [
+GEMINI_METHODS: list[dict[str, Any]] = [
     {"id": "oauth-personal", "name": "Log in with Google"},
     {
         "id": "gemini-api-key",
@@ -258,8 +258,8 @@ def test_offered_methods_keep_ids_and_mark_terminal_logins() -> None:
 
 def test_the_login_command_is_the_presets_own_even_through_npx() -> None:
     login = GEMINI.credentials.logins[0]
-    npx = ("/usr/bin/npx", "--yes", "@google/gemini-cli@0.61.0", "--acp")
-    assert login_command(login, npx) == "/usr/bin/npx --yes @google/gemini-cli@0.61.0"
+    gemini_npx = ("/usr/bin/npx", "--yes", "@google/gemini-cli@0.61.0", "--acp")
+    assert login_command(login, gemini_npx) == "/usr/bin/npx --yes @google/gemini-cli@0.61.0"
     package, version, _ = ADAPTER_PACKAGES["codex"]
     npx = ("npx", "--yes", f"{package}@{version}")
     assert login_command(CODEX.credentials.logins[0], npx) == (
