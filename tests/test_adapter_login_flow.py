@@ -183,15 +183,23 @@ async def test_a_failed_login_names_adapter_and_method_and_never_repeats_the_age
     assert methods_called(log) == ["authenticate"]
 
 
+@pytest.mark.parametrize(
+    ("settings_env", "calls"),
+    [
+        ({}, ["session/new", "authenticate", "session/new"]),
+        ({"ACP_AUTH_METHOD": "api-key"}, ["authenticate", "session/new"]),
+    ],
+    ids=["chosen", "named"],
+)
 async def test_an_adapter_that_still_refuses_after_the_login_fails_once_without_a_loop(
-    tmp_path: Path,
+    tmp_path: Path, settings_env: dict[str, str], calls: list[str]
 ) -> None:
     script = {**CODEX_LIKE, "auth_ignored": True}
-    task, log = await run(tmp_path, script, environ(tmp_path, OPENAI_API_KEY=KEY))
+    task, log = await run(tmp_path, script, environ(tmp_path, OPENAI_API_KEY=KEY), settings_env)
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert status_text(task["status"]).startswith(
         "codex-acp is still not authenticated after logging in with its 'api-key' method "
         "(given OPENAI_API_KEY): "
     )
     assert KEY not in str(task)
-    assert methods_called(log) == ["session/new", "authenticate", "session/new"]
+    assert methods_called(log) == calls
