@@ -163,7 +163,9 @@ def test_without_credentials_gemini_names_each_method_and_the_google_login() -> 
         text
     )
     # The interactive CLI, without the --acp flag that makes it an ACP server.
-    assert "log in once with `/opt/adapters/node_modules/.bin/gemini` (a Google login" in text
+    assert (
+        'log in once with `/opt/adapters/node_modules/.bin/gemini` ("Sign in with Google"' in text
+    )
     assert text.endswith("which stores it in /home/op/.gemini/oauth_creds.json")
 
 

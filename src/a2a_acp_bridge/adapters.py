@@ -324,7 +324,7 @@ GEMINI_CREDENTIALS = Credentials(
     logins=(
         StoredLogin(
             method_ids=frozenset({"oauth-personal"}),
-            what="a Google login, chosen in its menu",
+            what='"Sign in with Google" in its menu',
             args=(),
             override="GEMINI_CLI_HOME",
             override_subdir=".gemini",
