@@ -10,7 +10,9 @@ What each adapter needs (../../docs/adapter-tests.md has the why of each line):
 
 - claude: ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY; the DISABLE_* switches.
 - codex: CODEX_HOME with a config.toml naming a model provider at the fake server, whose
-  key comes from CODEX_FAKE_API_KEY; plugins, apps and the update check off.
+  key comes from CODEX_FAKE_API_KEY; plugins, apps and the update check off. Or
+  (`codex_key_rig`) the built-in OpenAI provider at the fake and only the keys a test
+  gives, so codex must be logged in (by the bridge's `authenticate`).
 - gemini: GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY; usage statistics and telemetry off.
 - all: HTTP(S)_PROXY at the fake server, which refuses and counts every CONNECT.
 """
