@@ -155,6 +155,20 @@ def test_a_method_the_adapter_did_not_offer_is_never_chosen() -> None:
     assert "GEMINI_API_KEY (its 'gemini-api-key' method)" in text
 
 
+def test_a_known_method_offered_as_a_terminal_login_is_never_chosen() -> None:
+    # An adapter that calls its terminal login `api-key`: the type wins over the table.
+    methods = [{"id": "api-key", "name": "API Key", "type": "terminal", "args": ["login"]}]
+    situation = Situation(
+        "codex-acp",
+        CODEX_COMMAND,
+        offered_methods(parsed(methods)),
+        CODEX.credentials,
+        {**HOME, "OPENAI_API_KEY": "sk-1"},
+    )
+    assert isinstance(choose(situation, None), NoLogin)
+    assert "interactive login" in problem(choose(situation, "api-key"))
+
+
 def test_without_credentials_gemini_names_each_method_and_the_google_login() -> None:
     text = problem(choose(gemini({}), None))
     assert text.startswith("gemini-cli is not authenticated: set ")

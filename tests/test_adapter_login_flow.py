@@ -183,6 +183,24 @@ async def test_a_failed_login_names_adapter_and_method_and_never_repeats_the_age
     assert methods_called(log) == ["authenticate"]
 
 
+async def test_an_adapter_that_never_answers_authenticate_fails_within_the_start_deadline(
+    tmp_path: Path,
+) -> None:
+    script = {**CODEX_LIKE, "hang": ["authenticate"]}
+    task, log = await run(
+        tmp_path,
+        script,
+        environ(tmp_path, OPENAI_API_KEY=KEY),
+        {"ACP_START_TIMEOUT_MS": "1000"},
+    )
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert "did not finish starting within 1 s (ACP_START_TIMEOUT_MS)" in status_text(
+        task["status"]
+    )
+    assert methods_called(log) == ["session/new", "authenticate"]
+    assert await wait_until_gone(log) == []
+
+
 @pytest.mark.parametrize(
     ("settings_env", "calls"),
     [
