@@ -121,7 +121,8 @@ def choose(situation: Situation, requested: str | None) -> Login | NoLogin:
                 f"{_needs(method)} in the bridge's environment"
             )
         return login_found
-    offered_ids = {o.method_id for o in situation.offered}
+    # A method offered as a terminal login is interactive whatever the table says.
+    offered_ids = {o.method_id for o in situation.offered if not o.terminal}
     for method in credentials.methods:
         if method.method_id in offered_ids:
             login_found = _login(method, situation.env)
