@@ -66,6 +66,12 @@ def run_serve(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Com
             "ACP_SUPERVISED_MODE: 'bypassPermissions' lets the agent act without asking",
             id="unsupervised-mode",
         ),
+        pytest.param(
+            {"ACP_AUTH_METHOD": "api key"},
+            (),
+            "ACP_AUTH_METHOD: 'api key' is not an authentication method id",
+            id="auth-method",
+        ),
     ],
 )
 def test_a_bad_value_stops_the_start_with_one_line_naming_it(
@@ -90,6 +96,13 @@ def test_dotenv_is_read_without_overriding_the_real_environment(tmp_path: Path) 
     assert settings.port == 6000
     assert settings.name == "From dotenv"
     assert settings.allow_execute is True
+
+
+def test_the_auth_method_is_read_trimmed_and_unset_when_blank(tmp_path: Path) -> None:
+    assert Settings.from_env({"ACP_AUTH_METHOD": " api-key "}, cwd=tmp_path).auth_method == (
+        "api-key"
+    )
+    assert Settings.from_env({"ACP_AUTH_METHOD": " "}, cwd=tmp_path).auth_method is None
 
 
 def test_flags_win_over_the_environment(tmp_path: Path) -> None:

@@ -23,8 +23,9 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from a2a_acp_bridge.acp.auth import StepCallback
 from a2a_acp_bridge.acp.process import adapter_environment
 from a2a_acp_bridge.acp.session import AgentSession, SessionSpec, notice_for_lost_memory
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
@@ -252,7 +254,28 @@ class Bridge:
     async def _start_warm(self) -> AgentSession:
         return await self._start(self._handed or self.sandboxes.create(), load_session_id=None)
 
-    async def _start(self, boundary: Boundary, *, load_session_id: str | None) -> AgentSession:
+    @contextlib.asynccontextmanager
+    async def probe(self, on_step: StepCallback) -> AsyncIterator[AgentSession]:
+        """One adapter started exactly as for a new conversation (`doctor`), in a sandbox of
+        its own that goes with it; `on_step` hears each start step that succeeded."""
+        boundary = self._handed or self.sandboxes.create("doctor")
+        try:
+            session = await self._start(boundary, load_session_id=None, on_step=on_step)
+            try:
+                yield session
+            finally:
+                await session.close()
+        finally:
+            if boundary.owned:
+                shutil.rmtree(boundary.root, ignore_errors=True)
+
+    async def _start(
+        self,
+        boundary: Boundary,
+        *,
+        load_session_id: str | None,
+        on_step: StepCallback | None = None,
+    ) -> AgentSession:
         settings = self.settings
         spec = SessionSpec(
             command=settings.agent.command,
@@ -267,6 +290,8 @@ class Bridge:
             decider=self._decider,
             answerer=self._answerer,
             on_decision=self.metrics.permission_decided,
+            auth_method=settings.auth_method,
+            on_step=on_step,
         )
         try:
             session = await AgentSession.start(spec)

@@ -1,4 +1,4 @@
-"""The command line: `serve`, `send` and `card`.
+"""The command line: `serve`, `doctor`, `send` and `card`.
 
 This is the only module that reads the environment, the `.env` file and argv. A bad value
 stops the start with one line naming the variable and the problem, and exit status 2.
@@ -98,6 +98,15 @@ def _parser() -> argparse.ArgumentParser:
         help="serve beyond loopback without a token (anyone who reaches the port may use it)",
     )
 
+    doctor = commands.add_parser(
+        "doctor",
+        help="start the adapter once as serve would and say what is missing (exit 0: ready)",
+    )
+    doctor.add_argument(
+        "--agent",
+        help=f"ACP_AGENT: a preset ({', '.join(PRESETS)}) or any ACP agent command line",
+    )
+
     send = commands.add_parser("send", help="send one message and print the task's progress")
     send.add_argument("text", help="the message")
     send.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
@@ -131,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "doctor":
+        return _doctor(args)
     from a2a_acp_bridge.a2a.client import print_card, send_and_print
 
     try:
@@ -141,6 +152,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "send":
         return asyncio.run(send_and_print(args.url, args.text, args.context, args.task, token))
     return asyncio.run(print_card(args.url, token))
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    cwd = Path.cwd()
+    try:
+        env = effective_environment(os.environ, {"agent": args.agent}, cwd)
+        settings = Settings.from_env(env, cwd=cwd, insecure=True)
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # Doctor's own lines say what the bridge's log would; LOG_LEVEL asks for the log too.
+    level = (env.get("LOG_LEVEL") or "CRITICAL").strip().upper()
+    configure_logging(env.get("LOG_FORMAT"), level)
+    from a2a_acp_bridge.doctor import run_doctor
+
+    return asyncio.run(run_doctor(settings, sys.stdout))
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -43,6 +43,8 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 # A bearer token shorter than this is guessable; 16 characters of a random token is
 # already far beyond online guessing.
 MIN_TOKEN_CHARS = 16
+# An ACP authentication method id as adapters spell them (`api-key`, `gemini-api-key`).
+_METHOD_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 # RFC 6750 b64token: what may stand after "Bearer " in an Authorization header.
 _TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # Host names every loopback-bound server answers to.
@@ -251,6 +253,7 @@ class Settings:
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     sandbox_parent: Path = field(default_factory=lambda: Path.cwd() / SANDBOX_DIR_NAME)
     supervised_mode: str | None = None
+    auth_method: str | None = None
     agent_env_names: tuple[str, ...] = ()
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     silence_s: float = DEFAULT_SILENCE_S
@@ -345,6 +348,13 @@ class Settings:
                 f"{supervised_mode!r} lets the agent act without asking; the bridge refuses to "
                 "run an agent unsupervised",
             )
+        auth_method = text("ACP_AUTH_METHOD")
+        if auth_method is not None:
+            auth_method = auth_method.strip()
+            if not _METHOD_ID_RE.fullmatch(auth_method):
+                raise ConfigError(
+                    "ACP_AUTH_METHOD", f"{auth_method!r} is not an authentication method id"
+                )
         env_names = tuple(
             name.strip() for name in env.get("ACP_AGENT_ENV", "").split(",") if name.strip()
         )
@@ -391,6 +401,7 @@ class Settings:
             idle_timeout_ms=idle,
             sandbox_parent=sandbox_parent,
             supervised_mode=supervised_mode,
+            auth_method=auth_method,
             agent_env_names=env_names,
             start_timeout_s=start_timeout,
             silence_s=silence,

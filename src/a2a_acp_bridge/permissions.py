@@ -544,7 +544,7 @@ def _answer_deny(
     )
 
 
-# The seam: what replaces `decide` and `answer` (BridgeClient, StartPlan and Bridge take them).
+# The seam: what replaces `decide` and `answer` (BridgeClient, SessionSpec and Bridge take them).
 Decider = Callable[[PermissionRequest, Boundary, Supervision], Decision]
 Answerer = Callable[[Decision, Sequence[PermissionOption], Supervision], Answer]
 

@@ -15,6 +15,12 @@ The script (JSON) says who the agent is and what it does on each prompt:
       "config_call_error": null,      # {"code": -32601, ...}: set_config_option fails so
       "readback": {"default": "auto"},# the mode reads back as something else
       "new_session_error": null,      # {"code": -32000, "message": "..."} fails session/new
+      "auth_methods": [],             # what initialize lists in authMethods
+      "auth": {"api-key": "MY_KEY"},  # session/new and load refused (-32000) until an
+                                      # `authenticate` with one of these ids while the
+                                      # variable is set in the agent's own environment
+      "auth_error": "...",            # the agent's text when authenticate fails
+      "auth_ignored": false,          # authenticate succeeds but sessions stay refused
       "prompt_capabilities": {...},   # what initialize advertises (default: image, embedded)
       "echo_meta": true, "echo_prompt": true,  # say the prompt's _meta / its blocks first
       "turns": [[step, ...], ...],    # the Nth prompt runs turns[N] (the last one repeats)
@@ -93,6 +99,7 @@ class ScriptedAgent:
         self.script = script
         self.sessions: dict[str, dict[str, Any]] = {}
         self.prompts = 0
+        self.authenticated = False
         self.cancelled = asyncio.Event()
         self.stale_cancel = False
         self.end_meta: dict[str, Any] | None = None
@@ -136,9 +143,17 @@ class ScriptedAgent:
                 "agentInfo": self.script.get(
                     "agent_info", {"name": "scripted-agent", "version": "1"}
                 ),
-                "authMethods": [],
+                "authMethods": self.script.get("auth_methods", []),
             }
+        if method == "authenticate":
+            variable = (self.script.get("auth") or {}).get(params.get("methodId"))
+            if not variable or not os.environ.get(variable):
+                raise RpcError(-32000, self.script.get("auth_error", "Authentication failed"))
+            self.authenticated = not self.script.get("auth_ignored", False)
+            return {}
         if method in ("session/new", "session/load"):
+            if self.script.get("auth") and not self.authenticated:
+                raise RpcError(-32000, "Authentication required")
             error = self.script.get("new_session_error")
             if error:
                 raise RpcError(error["code"], error["message"])

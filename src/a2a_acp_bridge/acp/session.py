@@ -3,7 +3,8 @@
 `AgentSession.start` spawns the adapter, runs `initialize` (protocol version 1, no fs or
 terminal capability; form elicitation, which needs the SDK's unstable switch), opens the
 session (`session/load` of the previous one when the agent can, else `session/new`, with
-an absolute cwd and no MCP servers) and puts it in its supervised mode, failing closed.
+an absolute cwd and no MCP servers; refused for want of authentication, `acp/auth.py`
+logs the adapter in once and asks again) and puts it in its supervised mode, failing closed.
 `run_turn` prompts for one `Turn` and streams its events to a callback, keeping the
 turn's deadlines (deadlines.py: silence, hard cap, cancel grace, question wait, coalescing
 tick); a session that leaves supervision during the turn has the turn cancelled and its
@@ -31,6 +32,7 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from a2a_acp_bridge import __version__
+from a2a_acp_bridge.acp.auth import AUTH_REQUIRED, Authenticator, StepCallback, describe_offer
 from a2a_acp_bridge.acp.client import (
     BridgeClient,
     EventSink,
@@ -71,8 +73,6 @@ CLOSE_CALL_S = 2.0
 EXIT_REPORT_S = 1.0
 # JSON-RPC errors that mean "this method or these params are unknown here".
 UNKNOWN_CALL_CODES = (-32601, -32602)
-# The ACP error for "authentication required".
-AUTH_REQUIRED = -32000
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ class SessionSpec:
     answerer: Answerer = answer
     # Told of every permission decision: (verdict "allow" | "deny", rule). For metrics.
     on_decision: Callable[[str, str], None] | None = None
+    auth_method: str | None = None  # the operator's choice (ACP_AUTH_METHOD)
+    on_step: StepCallback | None = None  # told of each start step that succeeded (doctor)
 
 
 class AgentSession:
@@ -122,6 +124,14 @@ class AgentSession:
             self.transport,
             use_unstable_protocol=True,
         )
+        self.auth = Authenticator(
+            self.conn,
+            label=spec.label,
+            command=spec.command,
+            env=spec.env,
+            requested=spec.auth_method,
+            on_step=spec.on_step,
+        )
         self.agent_info = AgentInfo()
         self.session_id = ""
         self.state: SessionState | None = None
@@ -146,6 +156,7 @@ class AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
         process = await spawn(spec.command, cwd=spec.boundary.root, env=spec.env, label=spec.label)
         session = cls(process, spec)
+        session._step("spawn", f"pid {process.pid}; its environment: {', '.join(sorted(spec.env))}")
         try:
             with anyio.fail_after(spec.start_timeout_s):
                 await session._handshake()
@@ -165,8 +176,7 @@ class AgentSession:
         except RequestError as exc:
             await session.close()
             if exc.code == AUTH_REQUIRED:
-                # codex-acp and gemini-cli refuse session/new without credentials.
-                raise _auth_error(session.name) from None
+                raise session.auth.not_authenticated() from None
             raise AdapterStartError(f"{session.name} failed to start: {_describe(exc)}") from None
         except ValidationError as exc:
             await session.close()
@@ -185,6 +195,10 @@ class AgentSession:
     def log_name(self) -> str:
         """The agent as the logs name it: what it reported (`@agentclientprotocol/codex-acp`)."""
         return self.agent_info.name or self.spec.label
+
+    def _step(self, step: str, detail: str) -> None:
+        if self.spec.on_step is not None:
+            self.spec.on_step(step, detail)
 
     async def _handshake(self) -> None:
         init = await self.conn.initialize(
@@ -223,6 +237,11 @@ class AgentSession:
                     embedded_context=bool(prompt_caps.embedded_context),
                 )
         profile = profile_for(self.agent_info.name)
+        version = f" {self.agent_info.version}" if self.agent_info.version else ""
+        self._step("initialize", f"{self.log_name}{version}; {describe_offer(init.auth_methods)}")
+        await self.auth.start(
+            self.name, profile.credentials if profile else None, init.auth_methods
+        )
         target = self.spec.supervised_mode or (profile.supervised_mode if profile else None)
         state = SessionState(
             boundary=self.spec.boundary,
@@ -236,8 +255,9 @@ class AgentSession:
                 # Register first: the agent replays the conversation as session/update.
                 self.client.sessions[self.spec.load_session_id] = state
                 try:
-                    response = await self.conn.load_session(
-                        cwd=cwd, session_id=self.spec.load_session_id, mcp_servers=[]
+                    load_id = self.spec.load_session_id
+                    response = await self.auth.retry(
+                        lambda: self.conn.load_session(cwd=cwd, session_id=load_id, mcp_servers=[])
                     )
                     self.session_id = self.spec.load_session_id
                 except RequestError as exc:
@@ -250,12 +270,14 @@ class AgentSession:
             else:
                 self.memory_lost = True
         if not self.session_id:
-            response = await self.conn.new_session(cwd=cwd, mcp_servers=[])
+            response = await self.auth.retry(lambda: self.conn.new_session(cwd=cwd, mcp_servers=[]))
             self.session_id = response.session_id
             self.client.sessions[self.session_id] = state
         state.sink.discard()  # a replayed conversation is not part of any task
         self.process.log_fields["session_id"] = self.session_id
+        self._step("session", f"opened session {self.session_id}")
         await self._supervise(response, target)
+        self._step("mode", f"{state.current_mode} ({'supervised' if target else 'its own'})")
         if target is not None:
             allowed = {target, *READ_ONLY_MODES}
             if profile is not None:
@@ -603,7 +625,7 @@ class AgentSession:
         if isinstance(error, (ConnectionError, OSError)):
             raise await self._exited_error() from None
         if isinstance(error, RequestError):
-            raise _prompt_error(self.name, error) from None
+            raise _prompt_error(self.name, error, self.auth) from None
         if isinstance(error, ValidationError):
             raise AdapterError(
                 f"{self.name} answered the prompt with a response the bridge cannot read"
@@ -828,16 +850,9 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _auth_error(name: str) -> AdapterError:
-    return AdapterStartError(
-        f"{name} is not authenticated: give it its credentials (an API key in the bridge's "
-        "environment, or a login with its own CLI; the README's Agents section lists what each "
-        "preset needs) and try again"
-    )
-
-
-def _prompt_error(name: str, exc: RequestError) -> AdapterError:
+def _prompt_error(name: str, exc: RequestError, auth: Authenticator) -> AdapterError:
     if exc.code == AUTH_REQUIRED:
-        return _auth_error(name)
+        # claude-agent-acp opens the session without credentials and refuses the prompt.
+        return auth.not_authenticated()
     text = " ".join(str(exc).split())[:300]
     return AdapterError(f"{name} answered the prompt with error {exc.code}: {text}")
