@@ -694,7 +694,7 @@ class Bridge:
     # --- idle adapters -----------------------------------------------------------------
 
     async def _reaper(self) -> None:
-        idle_s = self.settings.idle_timeout_ms / 1000
+        idle_s = self.settings.idle_timeout_s
         period = min(REAP_EVERY_S, max(idle_s / 4, 0.05))
         while True:
             await anyio.sleep(period)
