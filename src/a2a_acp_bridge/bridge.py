@@ -143,6 +143,8 @@ class Bridge:
         self._capacity_changed = anyio.Event()
         self.agent_info: AgentInfo | None = None
         self.prompt_capabilities: PromptCapabilities | None = None
+        # Whether the agent may answer with a direct message (None until one has started).
+        self.direct_replies: bool | None = None
         # Whether the adapter runs in a supervised mode (None until one has started).
         self.supervised: bool | None = None
         self.metrics = metrics or Metrics()
@@ -317,6 +319,7 @@ class Bridge:
         if self.agent_info is None:
             self.agent_info = session.agent_info
             self.prompt_capabilities = session.prompt_capabilities
+            self.direct_replies = session.direct_replies
         return session
 
     def _adapter_died(self, session: AgentSession) -> None:

@@ -22,6 +22,7 @@ The script (JSON) says who the agent is and what it does on each prompt:
       "auth_error": "...",            # the agent's text when authenticate fails
       "auth_ignored": false,          # authenticate succeeds but sessions stay refused
       "prompt_capabilities": {...},   # what initialize advertises (default: image, embedded)
+      "init_meta": {...},             # initialize's _meta (e.g. {"a2a": {"directReplies": true}})
       "echo_meta": true, "echo_prompt": true,  # say the prompt's _meta / its blocks first
       "turns": [[step, ...], ...],    # the Nth prompt runs turns[N] (the last one repeats)
       "by_prompt": {"TEXT": [step, ...]},  # or chosen by the prompt's exact text
@@ -144,6 +145,7 @@ class ScriptedAgent:
                     "agent_info", {"name": "scripted-agent", "version": "1"}
                 ),
                 "authMethods": self.script.get("auth_methods", []),
+                **({"_meta": self.script["init_meta"]} if "init_meta" in self.script else {}),
             }
         if method == "authenticate":
             variable = (self.script.get("auth") or {}).get(params.get("methodId"))

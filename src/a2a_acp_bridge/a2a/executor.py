@@ -459,7 +459,11 @@ class BridgeExecutor(AgentExecutor):
             context_id,
             lambda: self.bridge.root_of(context_id),
             task=task,
-            defer=bool(prompt) and _may_reply_directly(context),
+            # Held back only for an agent that may answer with a message (unknown before
+            # the first adapter starts): any other task is visible from this moment on.
+            defer=bool(prompt)
+            and self.bridge.direct_replies is not False
+            and _may_reply_directly(context),
         )
         found.append(publisher)
         if not prompt:

@@ -138,6 +138,9 @@ class AgentSession:
         self.load_session = False
         self.can_close = False
         self.prompt_capabilities = PromptCapabilities()
+        # The agent said at initialize that it may answer a prompt with a direct message
+        # (`_meta.a2a.directReplies`): only then does a blocking send wait to see.
+        self.direct_replies = False
         self.memory_lost = False
         self.dead = False
         # The mode the session must keep, and the modes it may be in meanwhile.
@@ -219,6 +222,8 @@ class AgentSession:
             self.agent_info = AgentInfo(
                 *(_text(raw.get(key)) for key in ("name", "title", "version"))
             )
+        a2a_meta = (init.field_meta or {}).get("a2a")
+        self.direct_replies = isinstance(a2a_meta, dict) and a2a_meta.get("directReplies") is True
         if init.protocol_version != PROTOCOL_VERSION:
             raise AdapterStartError(
                 f"{self.name} speaks ACP protocol version {init.protocol_version}; "
