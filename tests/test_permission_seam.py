@@ -43,7 +43,7 @@ async def ask(
     boundary: Boundary = Sandboxes(tmp_path / "sandboxes").create("seam")
     params = fixtures.load(PATCH, Places(boundary.root, tmp_path, tmp_path))
     request = RequestPermissionRequest.model_validate(params)
-    state = SessionState(boundary=boundary, supervision=SUPERVISION)
+    state = SessionState(boundary=boundary, supervision=SUPERVISION, turn_running=True)
     client = BridgeClient("seam", decider, answerer)
     client.sessions[request.session_id] = state
     response = await client.request_permission(

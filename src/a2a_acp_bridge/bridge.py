@@ -136,9 +136,14 @@ class Bridge:
             environ if environ is not None else dict(os.environ),
             settings.agent_env_names,
         )
-        self.sandboxes = Sandboxes(settings.sandbox_parent, allow_execute=settings.allow_execute)
+        protection = settings.protection()  # the bridge's own files, in every root
+        self.sandboxes = Sandboxes(
+            settings.sandbox_parent, allow_execute=settings.allow_execute, protection=protection
+        )
         self._handed = (
-            handed_boundary(settings.acp_cwd, allow_execute=settings.allow_execute)
+            handed_boundary(
+                settings.acp_cwd, allow_execute=settings.allow_execute, protection=protection
+            )
             if settings.acp_cwd is not None
             else None
         )
@@ -303,6 +308,7 @@ class Bridge:
             on_decision=self.metrics.permission_decided,
             question_timeout_s=self.settings.question_timeout_s,
             cancel_grace_s=self.settings.cancel_grace_s,
+            max_line_bytes=self.settings.max_line_bytes,
         )
         try:
             session = await AgentSession.start(plan)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from a2a_acp_bridge.adapters import is_unsupervised_mode
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.protection import Protection, bridge_protection, parse_writable
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 41241
@@ -52,6 +53,13 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 DEFAULT_QUESTION_TIMEOUT_S = 3600.0
 # Finished tasks kept in memory for GetTask/ListTasks; the oldest go first beyond this.
 DEFAULT_TASK_RETENTION = 10_000
+# The longest line read from an adapter (acp/transport.py): far above a real message (a
+# big diff, an image), far below what exhausts a small machine.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+MIN_MAX_LINE_BYTES = 64 * 1024
+# Parts in one A2A message: a real one has a few; 200,000 tiny ones held the event loop
+# for 17 s.
+DEFAULT_MAX_PARTS = 1000
 
 # The adapters' npm packages, pinned here and only here (adapters/package.json must agree;
 # a test checks it). A preset runs the copy installed under adapters/ when there is one,
@@ -257,6 +265,23 @@ class Settings:
     push_allow_private: bool = False
     question_timeout_s: float = DEFAULT_QUESTION_TIMEOUT_S
     task_retention: int = DEFAULT_TASK_RETENTION
+    # The bridge's own working directory: its .env and state directory are protected.
+    workdir: Path = field(default_factory=Path.cwd)
+    token_file: Path | None = None
+    writable_protected: tuple[str, ...] = ()
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_parts: int = DEFAULT_MAX_PARTS
+
+    def protection(self) -> Protection:
+        """What every root protects beyond the protected names: the bridge's own files
+        (its .env, state directory, token file, sandboxes parent), and the names the
+        operator opened (ACP_WRITABLE_PROTECTED)."""
+        return bridge_protection(
+            self.workdir,
+            sandbox_parent=self.sandbox_parent,
+            token_file=self.token_file,
+            writable=self.writable_protected,
+        )
 
     def host_allowlist(self) -> frozenset[str] | None:
         """Host names the server answers to, or None when any is accepted.
@@ -351,6 +376,14 @@ class Settings:
             else DEFAULT_POOL_SIZE
         )
         tokens = parse_tokens(env, base=base)
+        token_file = text("A2A_TOKEN_FILE")
+        token_path = Path(token_file.strip()).expanduser() if token_file else None
+        if token_path is not None and not token_path.is_absolute():
+            token_path = base / token_path
+        try:
+            writable = parse_writable(env.get("ACP_WRITABLE_PROTECTED", ""))
+        except ValueError as exc:
+            raise ConfigError("ACP_WRITABLE_PROTECTED", str(exc)) from None
         if not tokens and not insecure and not is_loopback(host):
             raise ConfigError(
                 "HOST",
@@ -395,6 +428,13 @@ class Settings:
             ),
             question_timeout_s=_seconds(env, "A2A_QUESTION_TIMEOUT_MS", DEFAULT_QUESTION_TIMEOUT_S),
             task_retention=_count(env, "A2A_TASK_RETENTION", DEFAULT_TASK_RETENTION, minimum=1),
+            workdir=base,
+            token_file=token_path,
+            writable_protected=writable,
+            max_line_bytes=_int(
+                env, "ACP_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES, minimum=MIN_MAX_LINE_BYTES
+            ),
+            max_parts=_int(env, "A2A_MAX_PARTS", DEFAULT_MAX_PARTS, minimum=1),
         )
 
 

@@ -65,7 +65,7 @@ from acp.schema import (
 )
 from pydantic import ValidationError
 
-from a2a_acp_bridge.adapters import refusal_effect
+from a2a_acp_bridge.adapters import is_unsupervised_mode, refusal_effect
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.events import (
     FileChunk,
@@ -81,6 +81,7 @@ from a2a_acp_bridge.events import (
     ToolCallSeen,
     TurnEvent,
 )
+from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.permissions import (
     REJECT_KINDS,
     Answer,
@@ -151,6 +152,9 @@ class SessionState:
     current_mode: str | None = None
     mode_config_id: str | None = None
     cancelling: bool = False
+    # True only while a prompt of this session is outstanding: a permission request or a
+    # question outside a turn belongs to no task (the ids below are the last turn's).
+    turn_running: bool = False
     context_id: str | None = None
     task_id: str | None = None
     tool_calls: dict[str, ToolCallSeen] = field(default_factory=dict)
@@ -174,17 +178,24 @@ class SessionState:
                 future.set_result(QuestionReply("decline"))
 
     def remember(self, seen: ToolCallSeen) -> ToolCallSeen:
-        """Merge a tool call into what is known of it (a repeated tool_call updates it)."""
+        """Merge a tool call into what is known of it (a repeated tool_call updates it).
+
+        Paths only accumulate: a later update or request with an empty list never erases a
+        location or a diff an earlier tool_call with the same id announced (the permission
+        is decided on all of them)."""
         known = self.tool_calls.get(seen.tool_call_id)
         if known is not None:
+            locations = known.locations
+            if seen.locations is not None:
+                locations = tuple(dict.fromkeys((*(known.locations or ()), *seen.locations)))
             seen = ToolCallSeen(
                 tool_call_id=seen.tool_call_id,
                 started=seen.started,
                 title=seen.title if seen.title is not None else known.title,
                 kind=seen.kind if seen.kind is not None else known.kind,
                 status=seen.status if seen.status is not None else known.status,
-                locations=seen.locations if seen.locations is not None else known.locations,
-                diffs=seen.diffs or known.diffs,
+                locations=locations,
+                diffs=(*known.diffs, *(d for d in seen.diffs if d not in known.diffs)),
                 raw_input=seen.raw_input if seen.raw_input is not None else known.raw_input,
             )
         elif len(self.tool_calls) >= TOOL_CALL_MEMORY:
@@ -285,9 +296,9 @@ class BridgeClient:
         elif kind is CurrentModeUpdate:
             state.set_mode(update.current_mode_id)
         elif kind is ConfigOptionUpdate:
-            mode = mode_from_config_options(update.config_options)
+            mode = mode_from_config_options(update.config_options, state.mode_config_id)
             if mode is not None:
-                state.mode_config_id = mode[0]
+                state.mode_config_id = state.mode_config_id or mode[0]
                 state.set_mode(mode[1])
             else:
                 sink.touch()
@@ -321,7 +332,13 @@ class BridgeClient:
             return _cancelled()
         state.sink.touch()
         request = self._request_from(state, tool_call, offered)
-        if state.cancelling:
+        if not state.turn_running:
+            # Between turns nobody asked for this action: it is no task's to allow.
+            reply = Answer(None, note="no turn is running")
+            decision = Decision(
+                False, Rule.NO_TURN, "no turn of this session was running, so no task asked for it"
+            )
+        elif state.cancelling:
             reply = Answer(None, note="the turn is being cancelled")
             decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
         else:
@@ -341,32 +358,36 @@ class BridgeClient:
         decision: Decision,
         reply: Answer,
     ) -> None:
-        """Log a decision, count it, and tell the task (a refusal is always reported)."""
+        """Log a decision, count it, and tell the task (a refusal is always reported).
+        Outside a turn it is nobody's: logged without any task's ids, told to no task."""
         offered = request.options
         allowed = decision.allow and reply.allows
         refusal = None if allowed else refusal_record(request, decision, reply)
         verdict = "allow" if allowed else "deny"
+        in_task = state.turn_running
         if self._on_decision is not None:
             self._on_decision(verdict, decision.rule.value)
-        logger.info(
-            "permission decided",
-            extra={
-                "session_id": session_id,
-                "context_id": state.context_id,
-                "task_id": state.task_id,
-                "tool_call_id": request.tool_call_id,
-                "title": request.label,
-                "kind": request.kind,
-                "locations": list(request.locations),
-                "verdict": verdict,
-                "rule": decision.rule.value,
-                "reason": decision.reason,
-                "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],
-                "chosen": reply.option_id,
-                "turn_effect": reply.turn_effect.value,
-            },
-        )
-        if not state.cancelling:
+        # The connection's tasks inherit the ids bound when the adapter started: unbind them.
+        with log_ids(task_id=None, context_id=None):
+            logger.info(
+                "permission decided",
+                extra={
+                    "session_id": session_id,
+                    "context_id": state.context_id if in_task else None,
+                    "task_id": state.task_id if in_task else None,
+                    "tool_call_id": request.tool_call_id,
+                    "title": request.label,
+                    "kind": request.kind,
+                    "locations": list(request.locations),
+                    "verdict": verdict,
+                    "rule": decision.rule.value,
+                    "reason": decision.reason,
+                    "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],
+                    "chosen": reply.option_id,
+                    "turn_effect": reply.turn_effect.value,
+                },
+            )
+        if in_task and not state.cancelling:
             state.sink.put(
                 PermissionSeen(
                     tool_call_id=request.tool_call_id,
@@ -445,9 +466,10 @@ class BridgeClient:
         paths: list[str] = list(seen.locations or ())
         # Every path a diff touches counts too: for a move, codex lists the source in
         # `locations` and carries the destination only in the diff.
-        for diff in seen.diffs:
-            if diff.path not in paths:
-                paths.append(diff.path)
+        diff_paths = tuple(dict.fromkeys(diff.path for diff in seen.diffs))
+        for path in diff_paths:
+            if path not in paths:
+                paths.append(path)
         return PermissionRequest(
             tool_call_id=seen.tool_call_id,
             title=seen.title,
@@ -455,6 +477,7 @@ class BridgeClient:
             locations=tuple(paths),
             raw_input=seen.raw_input,
             options=tuple(offered),
+            diffs=diff_paths,
         )
 
     # --- elicitation/create ---------------------------------------------------------------
@@ -471,7 +494,7 @@ class BridgeClient:
                 extra={"agent": self.label, "mode": type(mode).__name__},
             )
             return DeclineElicitationResponse(action="decline")
-        if state is None or state.cancelling:
+        if state is None or state.cancelling or not state.turn_running:
             return DeclineElicitationResponse(action="decline")
         schema = mode.requested_schema.model_dump(by_alias=True, exclude_none=True, mode="json")
         question_id = uuid.uuid4().hex
@@ -623,15 +646,33 @@ def _tool_call_seen(
     )
 
 
-def mode_from_config_options(options: Any) -> tuple[str, str] | None:
-    """(config id, current value) of the option of category `mode`, if there is one."""
-    for option in options or ():
-        if (
+def mode_option(options: Any, config_id: str | None = None) -> Any:
+    """The session's mode among config options: the select option whose id is `config_id`
+    (the one the bridge set) when there is one, else one of category `mode`. When several
+    claim to be the mode, the one that selects a mode acting without asking is returned:
+    an update is judged by the mode it selects, not by whichever entry comes first."""
+    candidates = [
+        option
+        for option in options or ()
+        if getattr(option, "type", None) == "select"
+        and (
             getattr(option, "category", None) == "mode"
-            and getattr(option, "type", None) == "select"
-        ):
-            return str(option.id), str(option.current_value)
-    return None
+            or (config_id is not None and str(getattr(option, "id", "")) == config_id)
+        )
+    ]
+    for option in candidates:
+        if config_id is not None and str(option.id) == config_id:
+            return option
+    for option in candidates:
+        if is_unsupervised_mode(str(option.current_value)):
+            return option
+    return candidates[0] if candidates else None
+
+
+def mode_from_config_options(options: Any, config_id: str | None = None) -> tuple[str, str] | None:
+    """(config id, current value) of the session's mode option (see `mode_option`)."""
+    option = mode_option(options, config_id)
+    return None if option is None else (str(option.id), str(option.current_value))
 
 
 def mode_values(option: Any) -> list[str]:

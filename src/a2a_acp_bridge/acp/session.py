@@ -36,11 +36,12 @@ from a2a_acp_bridge.acp.client import (
     BridgeClient,
     SessionState,
     mode_from_config_options,
+    mode_option,
     mode_values,
 )
 from a2a_acp_bridge.acp.process import AdapterProcess, spawn
 from a2a_acp_bridge.acp.prompt import PromptCapabilities, to_content_blocks
-from a2a_acp_bridge.acp.transport import StdioTransport
+from a2a_acp_bridge.acp.transport import DEFAULT_MAX_LINE_BYTES, StdioTransport
 from a2a_acp_bridge.adapters import READ_ONLY_MODES, is_unsupervised_mode, profile_for
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.errors import (
@@ -107,6 +108,7 @@ class StartPlan:
     on_decision: Callable[[str, str], None] | None = None
     question_timeout_s: float = 3600.0
     cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # ACP_MAX_LINE_BYTES
 
 
 @dataclass
@@ -135,6 +137,7 @@ class AgentSession:
             label=plan.label,
             on_broken=self._on_broken,
             on_bad_permission=self.client.malformed_permission,
+            max_line_bytes=plan.max_line_bytes,
         )
         # BridgeClient has every method of acp.Client without subclassing it (the SDK's
         # stubs would answer null to what the bridge does not serve). elicitation/create
@@ -304,7 +307,7 @@ class AgentSession:
         """Put the session in `target` mode and read it back; fail closed."""
         state = self.state
         assert state is not None
-        config = _mode_option(getattr(response, "config_options", None))
+        config = mode_option(getattr(response, "config_options", None))
         modes = getattr(response, "modes", None)
         current = None
         offered: list[str] = []
@@ -368,7 +371,9 @@ class AgentSession:
                         answer = await self.conn.set_config_option(
                             config_id=state.mode_config_id, session_id=self.session_id, value=target
                         )
-                    found = mode_from_config_options(getattr(answer, "config_options", None))
+                    found = mode_from_config_options(
+                        getattr(answer, "config_options", None), state.mode_config_id
+                    )
                     if found is not None:
                         return found[1]
                     # An answer without the option: wait for the update instead.
@@ -511,6 +516,7 @@ class AgentSession:
         saw_updates = False
         lost_mode: str | None = None
         restored = False
+        state.turn_running = True  # permission requests belong to this task until it ends
         prompt_task = asyncio.create_task(
             self.conn.prompt(session_id=self.session_id, prompt=blocks, **dict(meta or {})),
             name=f"prompt:{self.session_id}",
@@ -609,6 +615,7 @@ class AgentSession:
                 outcome.notes.append("no-updates")
             return outcome
         finally:
+            state.turn_running = False
             if not prompt_task.done():
                 prompt_task.cancel()
                 with contextlib.suppress(BaseException):
@@ -700,6 +707,11 @@ class AgentSession:
             hook()
 
     async def _exit_message(self) -> str:
+        if self.transport.overflow is not None:
+            return (
+                f"{self.transport.overflow} ({self.name}, pid {self.process.pid}; "
+                "ACP_MAX_LINE_BYTES): the bridge stopped it"
+            )
         await self.process.settle(EXIT_REPORT_S)
         if self.process.exit_status is None and self.transport.broken is not None:
             tail = self.process.stderr_tail.text()
@@ -750,16 +762,6 @@ def notice_for_lost_memory(name: str) -> Notice:
         f"{name} was restarted and could not reload the conversation: "
         "its memory of earlier messages in this context is lost."
     )
-
-
-def _mode_option(options: Any) -> Any:
-    for option in options or ():
-        if (
-            getattr(option, "category", None) == "mode"
-            and getattr(option, "type", None) == "select"
-        ):
-            return option
-    return None
 
 
 def _usage(usage: Any) -> dict[str, int]:
