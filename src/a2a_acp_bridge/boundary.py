@@ -180,3 +180,13 @@ def handed_boundary(
     if not resolved.is_dir():
         raise SandboxError(f"ACP_CWD {root} is not a directory")
     return Boundary(root=resolved, owned=False, allow_execute=allow_execute, protection=protection)
+
+
+def relative_text(text: str, root: Path | None) -> str:
+    """`text` with the root's absolute path written relative to it (`<root>/a.txt` as
+    `a.txt`, the root alone as `.`): what the caller is told never spells out where the
+    bridge keeps its directories. A sibling sharing the prefix (`<root>2`) is left alone."""
+    if root is None or str(root) not in text:
+        return text
+    pattern = re.compile(re.escape(str(root)) + r"(?:/+|(?![\w.~-]))")
+    return pattern.sub(lambda m: "" if m.group().endswith("/") else ".", text)

@@ -68,6 +68,12 @@ class BridgeRequestHandler(DefaultRequestHandler):
 
     def check_input(self, params: SendMessageRequest) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
+        limit = self.bridge.settings.max_parts
+        if len(params.message.parts) > limit:
+            raise InvalidParamsError(
+                message=f"the message has {len(params.message.parts)} parts; at most {limit} "
+                "are accepted (A2A_MAX_PARTS)"
+            )
         try:
             parts = prompt_from_message(params.message)
         except InputProblem as problem:
