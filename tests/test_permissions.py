@@ -558,7 +558,7 @@ def _plan_request(
 ) -> PermissionRequest:
     if profile is GEMINI:
         return PermissionRequest(
-            "exit_plan_mode_1", "Requesting plan approval", "other", options=offered
+            "exit_plan_mode__1", "Requesting plan approval", "other", options=offered
         )
     return PermissionRequest("toolu_1", "Approve Plan", "switch_mode", options=offered)
 

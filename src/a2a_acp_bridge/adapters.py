@@ -232,8 +232,9 @@ GEMINI = AdapterProfile(
     cancelled_effect=TurnEffect.CONTINUES,
     plan_reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
     plan_cancelled_effect=TurnEffect.CONTINUES,
-    # gemini-cli starts every toolCallId with the tool's name and "__" (0.61), or "-" (older).
-    plan_exit_tool_prefixes=("exit_plan_mode",),
+    # gemini-cli starts every toolCallId with the tool's name and "__" (0.61), or "-"
+    # (older): the separator belongs to the prefix, so `exit_plan_mode_x` is another tool.
+    plan_exit_tool_prefixes=("exit_plan_mode__", "exit_plan_mode-"),
     # "Allow … for all future sessions" (offered only with permanent approval enabled).
     persistent_allow_options=frozenset({"proceed_always_and_save"}),
 )

@@ -21,11 +21,12 @@ that carries a diff, or whose rawInput writes (a path with content, an edit's ol
 strings, codex's `changes`), is also checked as a change, whatever kind it declares.
 
 The floor (`floor`) holds the refusals no decider may lift, checked whatever the table
-says: a mode switch that would leave supervision; paths that do not mean what they say
-(/proc, /sys, /dev/fd, a scheme, a variable, a `~`, over 4096 bytes); protected paths
-inside the root (protection.py) and the root itself; for reads, the bridge's own files,
-other conversations' sandboxes and the secrets under /proc. It only adds refusals: when
-the table refuses too, the table's rule is the one reported.
+says: a mode switch that would leave supervision; a path under /proc, /sys or /dev/fd,
+whatever the kind; for changes and reads, paths that cannot be placed (a scheme, a
+variable, a `~`, over 4096 bytes); for changes, protected paths inside the root
+(protection.py), the bridge's own files and the root itself; for reads, the bridge's own
+files, other conversations' sandboxes and the secrets under /proc. It only adds
+refusals: when the table refuses too, the table's rule is the one reported.
 
 A plan exit that an adapter sends with another kind (gemini's `exit_plan_mode`, kind
 `other`) is a switch_mode when its toolCallId and its shape both say so. Where a switch
@@ -459,8 +460,7 @@ def _change_noun(request: PermissionRequest) -> str:
     kind = request.kind
     if kind in CHANGE_KINDS:
         return str(kind)
-    what = f"{kind} request" if kind else "request of no declared kind"
-    return f"{what} (it carries a change)"
+    return f"{_article_noun(kind)} (it carries a change)"
 
 
 def _decide_change(request: PermissionRequest, boundary: Boundary) -> Decision:
@@ -539,10 +539,11 @@ def floor(
     """The refusal the floor makes, or None when it has nothing against the request:
 
     - a mode switch that would leave supervision (or that cannot be judged);
-    - for a change: a path that does not mean what it says, a protected path inside the
-      root, one of the bridge's own files, the root itself deleted or moved;
-    - for a read, search or think: a path that does not mean what it says, the bridge's
-      own files, another conversation's sandbox, a process's environment or memory.
+    - whatever the kind: a path under /proc, /sys or a process's descriptors;
+    - for a change: a path that cannot be placed, a protected path inside the root, one
+      of the bridge's own files, the root itself deleted or moved;
+    - for a read, search or think: a path that cannot be placed, the bridge's own files,
+      another conversation's sandbox, a process's environment or memory.
     """
     if request.kind == MODE_KIND or is_plan_exit_tool(request, supervision):
         switch = _decide_mode_switch(request, supervision)
@@ -550,19 +551,24 @@ def floor(
             return switch
     changing = is_change(request)
     reading = request.kind in READ_KINDS
-    if not changing and not reading:
-        return None
-    what = _change_noun(request) if changing else str(request.kind)
+    what = _change_noun(request) if changing else str(request.kind or "request")
     for path in named_paths(request):
         found = locate(path, boundary.root)
-        refusal = (
-            _floor_of_change(request, found, boundary, what)
-            if changing
-            else _floor_of_read(found, boundary, what)
-        )
+        if changing:
+            refusal = _floor_of_change(request, found, boundary, what)
+        elif reading:
+            refusal = _floor_of_read(found, boundary, what)
+        elif found.special:
+            refusal = _special(what, shown_path(found.named, boundary.root))
+        else:
+            refusal = None
         if refusal is not None:
             return refusal
     return None
+
+
+def _article_noun(kind: str | None) -> str:
+    return f"{kind} request" if kind else "request of no declared kind"
 
 
 def _floor_of_change(
