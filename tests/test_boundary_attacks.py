@@ -445,16 +445,17 @@ async def test_reads_of_the_bridges_own_files_and_of_process_secrets_are_refused
 
 
 async def test_a_read_of_another_conversations_sandbox_is_refused(tmp_path: Path) -> None:
+    by_prompt: dict[str, list[dict[str, Any]]] = {
+        "write": [
+            ask("mine", "edit", locations=["{CWD}/diary.txt"])
+            | {"act": {"write": "{CWD}/diary.txt", "text": "private\n"}}
+        ],
+    }
     script = {
         "agent_info": CLAUDE_INFO,
         "modes": CLAUDE_MODES,
         "config_mode": True,
-        "by_prompt": {
-            "write": [
-                ask("mine", "edit", locations=["{CWD}/diary.txt"])
-                | {"act": {"write": "{CWD}/diary.txt", "text": "private\n"}}
-            ],
-        },
+        "by_prompt": by_prompt,
     }
     settings = make_settings(tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, script)})
     async with serve_bridge(settings) as bridge, httpx.AsyncClient() as client:
@@ -462,7 +463,7 @@ async def test_a_read_of_another_conversations_sandbox_is_refused(tmp_path: Path
         victim = bridge.bridge.root_of(first["contextId"])
         assert victim is not None
         assert (victim / "diary.txt").exists()
-        script["by_prompt"]["read"] = [
+        by_prompt["read"] = [
             ask("theirs", "read", locations=[str(victim / "diary.txt")]),
             ask("theirs-relative", "read", raw={"file_path": f"../{victim.name}/diary.txt"}),
             ask("mine", "read", locations=["{CWD}/diary.txt"]),
@@ -567,7 +568,10 @@ async def test_a_config_option_update_is_judged_by_the_mode_it_selects(
         ],
     }
     # Undetected, the turn would simply end after the sleep; detected, it is cancelled.
-    steps = [{"op": "update", "update": update}, {"op": "sleep", "seconds": 10}]
+    steps: list[dict[str, Any]] = [
+        {"op": "update", "update": update},
+        {"op": "sleep", "seconds": 10},
+    ]
     task, _ = await run(tmp_path, steps)
     assert task["status"]["state"] == "TASK_STATE_FAILED", why
     message = status_text(task["status"])
