@@ -224,6 +224,13 @@ async def test_an_empty_list_in_the_request_never_erases_what_the_tool_call_anno
             "content": [{"type": "diff", "path": f"{outside}/y.txt", "newText": "y"}],
         },
     }
+    rediffed = {
+        "op": "tool_update",
+        "call": {
+            "toolCallId": "patch-2",
+            "content": [{"type": "diff", "path": "{CWD}/y.txt", "newText": "y"}],
+        },
+    }
     steps = [
         announced,
         ask("patch-1", "edit", locations=[]),
@@ -231,13 +238,15 @@ async def test_an_empty_list_in_the_request_never_erases_what_the_tool_call_anno
         ask("patch-2", "edit", locations=["{CWD}/y.txt"]),
         {"op": "tool_update", "call": {"toolCallId": "patch-2", "locations": []}},
         ask("patch-2", "edit", locations=[]),
+        rediffed,  # a later diff inside the root does not replace the earlier one
+        ask("patch-2", "edit", locations=["{CWD}/y.txt"]),
     ]
-    project = tmp_path / "project"
-    project.mkdir()
-    task, _ = await run(tmp_path, steps, {"ACP_CWD": str(project)})
+    # An owned sandbox: there an edit that names no path at all would be allowed.
+    task, _ = await run(tmp_path, steps)
     lines = [line for line in answer_text(task).splitlines() if line.startswith("permission ")]
     assert lines == [
         "permission patch-1: reject",
+        "permission patch-2: reject",
         "permission patch-2: reject",
         "permission patch-2: reject",
     ]
@@ -251,6 +260,8 @@ async def test_in_a_handed_root_an_edit_of_git_internals_is_refused(
 ) -> None:
     """Without ACP_ALLOW_EXECUTE an edit of .git/config would be a command after all."""
     (project / "gitconfig").symlink_to(".git/config")
+    (project / "vendor2" / "real-git").mkdir(parents=True)
+    (project / "vendor2" / ".git").symlink_to("real-git")  # git looks here all the same
     steps = [
         ask("config", "edit", locations=["{CWD}/.git/config"]),
         ask("hook", "edit", locations=["{CWD}/.git/hooks/pre-commit"]),
@@ -259,6 +270,7 @@ async def test_in_a_handed_root_an_edit_of_git_internals_is_refused(
         ask("case", "edit", locations=["{CWD}/.GIT/config"]),
         ask("gitfile", "edit", locations=["{CWD}/vendor/.git"]),
         ask("link", "edit", locations=["{CWD}/gitconfig"]),
+        ask("linked-git", "edit", locations=["{CWD}/vendor2/.git/config"]),
         ask("hg", "edit", locations=[], raw={"file_path": "{CWD}/.hg/hgrc", "content": "x"}),
         ask("ordinary", "edit", locations=["{CWD}/src/main.py"]),
     ]
@@ -266,7 +278,7 @@ async def test_in_a_handed_root_an_edit_of_git_internals_is_refused(
     task, _ = await run(tmp_path, steps, {"ACP_CWD": str(project)})
     assert answers(task) == {
         **dict.fromkeys(("config", "hook", "modules", "nested", "case"), "reject"),
-        **dict.fromkeys(("gitfile", "link", "hg"), "reject"),
+        **dict.fromkeys(("gitfile", "link", "linked-git", "hg"), "reject"),
         "ordinary": "allow-once",
     }
     rules = refused(task)

@@ -17,7 +17,14 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import AgentCard, Message, Part, Role, SendMessageRequest
+from a2a.utils.errors import InvalidParamsError
 
+from a2a_acp_bridge.a2a.executor import BridgeExecutor
+from a2a_acp_bridge.a2a.gate import Gate
+from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
+from a2a_acp_bridge.a2a.store import TaskStore
+from a2a_acp_bridge.bridge import Bridge
 from tests.support.agents import scripted_agent
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.tasks import start_stream
@@ -198,10 +205,53 @@ async def test_a_websocket_is_refused_at_the_door(tmp_path: Path, path: str) -> 
             "",
         ]
     ).encode()
-    async with serve_bridge(settings) as bridge:
+    async with serve_bridge(settings) as bridge, httpx.AsyncClient() as client:
         response = await raw_exchange(bridge, handshake)
+        metrics = (await client.get(bridge.url + "/metrics")).text
     assert status_of(response) == 403
-    assert b"101" not in response.split(b"\r\n", 1)[0]
+    # Refused at the door (counted there), not merely left without a route.
+    assert 'a2a_acp_bridge_http_refusals_total{reason="websocket"} 1.0' in metrics
+
+
+async def test_the_parts_limit_holds_before_the_sdk_and_again_in_the_handler(
+    tmp_path: Path,
+) -> None:
+    """The gate refuses before any parsing; the handler refuses again for any other way in."""
+    reached: list[str] = []
+
+    async def sdk(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+
+    gate = Gate(sdk, rpc_path="/", max_parts=2)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": send_body("a", parts=3), "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/",
+        "headers": [(b"content-type", b"application/json")],
+        "query_string": b"",
+    }
+    await gate(scope, receive, send)
+    assert reached == []
+    assert json.loads(sent[1]["body"])["error"]["code"] == -32602
+
+    bridge = Bridge(make_settings(tmp_path, {"A2A_MAX_PARTS": "2"}))
+    handler = BridgeRequestHandler(
+        bridge=bridge,
+        agent_executor=BridgeExecutor(bridge),
+        task_store=TaskStore(),
+        agent_card=AgentCard(),
+    )
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="a")] * 3)
+    with pytest.raises(InvalidParamsError, match="A2A_MAX_PARTS"):
+        handler.check_input(SendMessageRequest(message=message))
 
 
 # --- state changes need a JSON content type ----------------------------------------------
