@@ -635,7 +635,16 @@ async def test_a_permission_request_between_turns_is_cancelled_and_belongs_to_no
         "config_mode": True,
         "turns": [
             [
-                {"op": "after", "delay": 0, "steps": [{"op": "wait_file", "path": str(go)}, late]},
+                {
+                    "op": "after",
+                    "delay": 0,
+                    "steps": [
+                        {"op": "wait_file", "path": str(go)},
+                        late,
+                        {"op": "ask", "message": "Which branch should I push to?"},
+                        {"op": "think", "text": "thinking between turns\n"},
+                    ],
+                },
                 {"op": "say", "text": "first done\n"},
             ],
             [{"op": "say", "text": "second done\n"}],
@@ -647,16 +656,21 @@ async def test_a_permission_request_between_turns_is_cancelled_and_belongs_to_no
         first = await send(client, bridge.rpc_url, "one")
         go.touch()  # the turn is over: now the agent asks
         await wait_for_event(log, "permission_answer")
+        await wait_for_event(log, "question_answer")
         second = await send(client, bridge.rpc_url, "two", context_id=first["contextId"])
         root = bridge.bridge.root_of(first["contextId"])
     [answer] = events(log, "permission_answer")
     assert answer["answer"] == "cancelled"
+    [question] = events(log, "question_answer")
+    assert question["action"] == "decline"  # no caller is there to answer it
     assert root is not None
     assert not (root / "late.txt").exists()
     for task in (first, second):
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert answer_report(task)["refusedByBridge"] == []
         assert "late" not in json.dumps(task)
+        assert "branch" not in json.dumps(task)
+        assert "between turns" not in json.dumps(task)
     [line] = [
         entry
         for entry in map(json.loads, json_log.getvalue().splitlines())

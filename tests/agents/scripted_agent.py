@@ -415,6 +415,7 @@ class ScriptedAgent:
             await ask
         stop.cancel()
         answer = ask.result() or {}
+        self.log("question_answer", action=answer.get("action"))
         await self._say(session_id, "answer: " + json.dumps(answer, sort_keys=True) + "\n")
         if answer.get("action") != "accept":
             return {"stopReason": "cancelled"}
