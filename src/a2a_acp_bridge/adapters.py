@@ -56,15 +56,24 @@ BYPASS_MODES = frozenset(
         "approve-all",
     }
 )
+# Mode ids in which edits are made without asking, whatever the adapter: claude's
+# acceptEdits, gemini's autoEdit, qwen's auto-edit (compared without case, dashes or
+# underscores, so accept_edits and auto_edit too).
+EDITS_UNASKED_MODES = frozenset({"acceptEdits", "autoEdit", "accept-edits", "auto-edit"})
 # Mode ids in which the adapter (or a model of its own) approves its own actions, so no
 # permission request reaches the bridge. Configuration can never select them. The extra
 # ids are bypasses only in the adapters that use them, so an adapter the bridge does not
-# know is judged by BYPASS_MODES alone.
-UNSUPERVISED_MODES = BYPASS_MODES | {
-    "auto",  # claude-agent-acp 0.101: its own classifier model decides
-    "agent",  # codex-acp 2.6 "Auto review": its guardian model decides
-    "smart_approve",  # goose: its own model decides when to ask
-}
+# know is judged by BYPASS_MODES and EDITS_UNASKED_MODES alone.
+UNSUPERVISED_MODES = (
+    BYPASS_MODES
+    | EDITS_UNASKED_MODES
+    | {
+        "auto",  # claude-agent-acp 0.101: its own classifier model decides
+        "agent",  # codex-acp 2.6 "Auto review": its guardian model decides
+        "workspace-write",  # codex-acp 2.6: edits inside the workspace unasked
+        "smart_approve",  # goose: its own model decides when to ask
+    }
+)
 
 
 def _key(mode: str) -> str:
@@ -72,13 +81,13 @@ def _key(mode: str) -> str:
 
 
 _UNSUPERVISED_KEYS = frozenset(_key(mode) for mode in UNSUPERVISED_MODES)
-_BYPASS_KEYS = frozenset(_key(mode) for mode in BYPASS_MODES)
+_BYPASS_KEYS = frozenset(_key(mode) for mode in BYPASS_MODES | EDITS_UNASKED_MODES)
 
 
 def is_unsupervised_mode(mode: str, *, known_adapter: bool = True) -> bool:
-    """Whether `mode` names a mode in which the agent approves its own actions (compared
-    without case, dashes or underscores). For an adapter the bridge does not know, only
-    the ids that mean a bypass in every adapter count."""
+    """Whether `mode` names a mode in which the agent approves its own actions or edits
+    without asking (compared without case, dashes or underscores). For an adapter the
+    bridge does not know, only the ids that mean so in every adapter count."""
     return _key(mode) in (_UNSUPERVISED_KEYS if known_adapter else _BYPASS_KEYS)
 
 
@@ -354,8 +363,9 @@ GEMINI = AdapterProfile(
     cancelled_effect=TurnEffect.CONTINUES,
     plan_reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
     plan_cancelled_effect=TurnEffect.CONTINUES,
-    # gemini-cli starts every toolCallId with the tool's name and "__" (0.61), or "-" (older).
-    plan_exit_tool_prefixes=("exit_plan_mode",),
+    # gemini-cli starts every toolCallId with the tool's name and "__" (0.61), or "-"
+    # (older): the separator belongs to the prefix, so `exit_plan_mode_x` is another tool.
+    plan_exit_tool_prefixes=("exit_plan_mode__", "exit_plan_mode-"),
     # "Allow … for all future sessions" (offered only with permanent approval enabled).
     persistent_allow_options=frozenset({"proceed_always_and_save"}),
     credentials=GEMINI_CREDENTIALS,

@@ -118,9 +118,14 @@ class Bridge:
             environ if environ is not None else dict(os.environ),
             settings.agent_env_names,
         )
-        self.sandboxes = Sandboxes(settings.sandbox_parent, allow_execute=settings.allow_execute)
+        protection = settings.protection()  # the bridge's own files, in every root
+        self.sandboxes = Sandboxes(
+            settings.sandbox_parent, allow_execute=settings.allow_execute, protection=protection
+        )
         self._handed = (
-            handed_boundary(settings.acp_cwd, allow_execute=settings.allow_execute)
+            handed_boundary(
+                settings.acp_cwd, allow_execute=settings.allow_execute, protection=protection
+            )
             if settings.acp_cwd is not None
             else None
         )
@@ -294,6 +299,7 @@ class Bridge:
             on_decision=self.metrics.permission_decided,
             auth_method=settings.auth_method,
             on_step=on_step,
+            max_line_bytes=settings.max_line_bytes,
         )
         try:
             session = await AgentSession.start(spec)

@@ -15,13 +15,14 @@ import shlex
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from a2a_acp_bridge.adapters import is_unsupervised_mode
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.protection import Protection, bridge_protection, parse_writable
 from a2a_acp_bridge.setting import (
     Boolean,
     Choice,
@@ -49,6 +50,13 @@ DEFAULT_PORT = 41241
 # files, base64 in JSON, plus 1 Mi characters of text) with room for the envelope.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_TASK_RETENTION = 10_000
+# The longest line read from an adapter (acp/transport.py): far above a real message (a
+# big diff, an image), far below what exhausts a small machine.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+MIN_MAX_LINE_BYTES = 64 * 1024
+# Parts in one A2A message: a real one has a few; 200,000 tiny ones held the event loop
+# for 17 s.
+DEFAULT_MAX_PARTS = 1000
 SANDBOX_DIR_NAME = ".acp-sandboxes"
 # A bearer token shorter than this is guessable; 16 characters of a random token is
 # already far beyond online guessing.
@@ -213,6 +221,17 @@ class MethodId(Kind[str]):
         if not _METHOD_ID_RE.fullmatch(text):
             raise ConfigError(variable, f"{text!r} is not an authentication method id")
         return text
+
+
+@dataclass(frozen=True)
+class ProtectedNames(Kind[tuple[str, ...]]):
+    """Names of the protected-paths table (protection.py), comma-separated."""
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        try:
+            return parse_writable(text)
+        except ValueError as exc:
+            raise ConfigError(variable, str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -388,6 +407,13 @@ class Settings:
         "credentials for when the adapter asks (`a2a-acp-bridge doctor` tells)",
         shown="chosen from the credentials at hand",
     )
+    writable_protected: tuple[str, ...] = setting(
+        "ACP_WRITABLE_PROTECTED",
+        ProtectedNames(),
+        "",
+        "protected names (comma-separated, e.g. `.vscode,.git`) the agent may edit after all "
+        "(docs/permissions.md, Protected paths)",
+    )
     agent_env_names: tuple[str, ...] = setting(
         "ACP_AGENT_ENV",
         VariableNames(),
@@ -450,6 +476,18 @@ class Settings:
         "3600000",
         "how long an agent's question waits for the caller's answer before it is declined",
     )
+    max_line_bytes: int = setting(
+        "ACP_MAX_LINE_BYTES",
+        Integer(minimum=MIN_MAX_LINE_BYTES, unit="bytes"),
+        str(DEFAULT_MAX_LINE_BYTES),
+        "longest line read from the adapter; a longer one fails the turn and stops the adapter",
+    )
+    max_parts: int = setting(
+        "A2A_MAX_PARTS",
+        Integer(minimum=1),
+        str(DEFAULT_MAX_PARTS),
+        "parts in one message at most; more is an invalid-params error",
+    )
     # A new conversation that finds every adapter busy waits, first come first served.
     admission_timeout_s: float = setting(
         "ACP_ADMISSION_TIMEOUT_MS",
@@ -508,6 +546,11 @@ class Settings:
         "(off, the bridge saves a fifth of a short turn's latency)",
     )
 
+    # Not settings: where the bridge runs (its .env and state directory are protected) and
+    # the token file's path (protected too); from_env fills them in.
+    workdir: Path = field(default_factory=Path.cwd)
+    token_file: Path | None = None
+
     def __post_init__(self) -> None:
         if not self.tokens and not self.insecure and not is_loopback(self.host):
             raise ConfigError(
@@ -521,6 +564,17 @@ class Settings:
                 "ACP_POOL_SIZE",
                 f"{self.pool_size} warm adapters exceed ACP_MAX_SESSIONS ({self.max_sessions})",
             )
+
+    def protection(self) -> Protection:
+        """What every root protects beyond the protected names: the bridge's own files
+        (its .env, state directory, token file, sandboxes parent), and the names the
+        operator opened (ACP_WRITABLE_PROTECTED)."""
+        return bridge_protection(
+            self.workdir,
+            sandbox_parent=self.sandbox_parent,
+            token_file=self.token_file,
+            writable=self.writable_protected,
+        )
 
     @property
     def tokens(self) -> tuple[str, ...]:
@@ -565,10 +619,13 @@ class Settings:
 
         A blank value counts as unset. `insecure` is the `--insecure` flag: it alone
         allows serving beyond loopback without a token."""
-        values: dict[str, Any] = parse_settings(
-            SETTINGS, env, {"--insecure": insecure}, cwd or Path.cwd()
-        )
-        return cls(**values)
+        base = cwd or Path.cwd()
+        values: dict[str, Any] = parse_settings(SETTINGS, env, {"--insecure": insecure}, base)
+        token_file = env.get("A2A_TOKEN_FILE", "").strip()
+        token_path = Path(token_file).expanduser() if token_file else None
+        if token_path is not None and not token_path.is_absolute():
+            token_path = base / token_path
+        return cls(**values, workdir=base, token_file=token_path)
 
 
 # The table's rows, in the order the docs list them.

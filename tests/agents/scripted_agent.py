@@ -26,7 +26,7 @@ The script (JSON) says who the agent is and what it does on each prompt:
       "echo_meta": true, "echo_prompt": true,  # say the prompt's _meta / its blocks first
       "turns": [[step, ...], ...],    # the Nth prompt runs turns[N] (the last one repeats)
       "by_prompt": {"TEXT": [step, ...]},  # or chosen by the prompt's exact text
-      "log": "/path/log.jsonl",       # append one JSON line per event (pids, calls, prompts)
+      "log": "/path/log.jsonl",       # one JSON line per event (pids, calls, prompts, answers)
       "delay": {"initialize": 2.0},   # seconds before answering these methods
       "delay_after_prompt": {},       # ... once a prompt has started
       "hang": ["session/new"],        # never answer these methods
@@ -66,8 +66,11 @@ Steps (`op`):
     daemon SECONDS                     start a child in a session of its own (setsid)
     wait_file PATH                     wait until PATH exists (a test's go-ahead)
     raw LINE                           write LINE to stdout as it is (broken frames)
+    long_line BYTES                    one agent_message_chunk line of about BYTES bytes,
+                                       written in pieces (the agent never holds it whole)
     stale_cancel                       the next prompt answers `cancelled` at once
     content {block}                    agent_message_chunk carrying this content block
+    update {update}                    a session/update carrying this update as it is
     ask MESSAGE [schema]               elicitation/create (form mode); says
                                        "answer: {action, content, _meta}" as JSON on a line;
                                        a decline or cancel ends the turn `cancelled`
@@ -362,8 +365,12 @@ class ScriptedAgent:
             await self._say(session_id, json.dumps(sorted(os.environ)))
         elif op == "raw":
             await self.peer.write_raw(step["line"].encode() + b"\n")
+        elif op == "long_line":
+            await self._long_line(session_id, int(step["bytes"]))
         elif op == "stale_cancel":
             self.stale_cancel = True
+        elif op == "update":
+            await self._update(session_id, step["update"])
         elif op == "content":
             await self._update(
                 session_id, {"sessionUpdate": "agent_message_chunk", "content": step["block"]}
@@ -375,6 +382,31 @@ class ScriptedAgent:
         else:
             raise RpcError(-32603, f"unknown scripted op {op!r}")
         return None
+
+    async def _long_line(self, session_id: str, size: int) -> None:
+        head = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": session_id,
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "@"},
+                    },
+                },
+            },
+            separators=(",", ":"),
+        ).encode()
+        before, after = head.split(b"@")
+        piece = b"x" * (1024 * 1024)
+        await self.peer.write_raw(before)
+        written = len(before) + len(after) + 1
+        while written < size:
+            chunk = piece[: size - written]
+            await self.peer.write_raw(chunk)
+            written += len(chunk)
+        await self.peer.write_raw(after + b"\n")
 
     async def _ask(self, session_id: str, step: dict[str, Any]) -> dict[str, Any] | None:
         schema = step.get("schema") or {
@@ -400,6 +432,7 @@ class ScriptedAgent:
             await ask
         stop.cancel()
         answer = ask.result() or {}
+        self.log("question_answer", action=answer.get("action"))
         await self._say(session_id, "answer: " + json.dumps(answer, sort_keys=True) + "\n")
         if answer.get("action") != "accept":
             return {"stopReason": "cancelled"}
@@ -431,6 +464,7 @@ class ScriptedAgent:
             return {"stopReason": "cancelled"}
         outcome = (answer_task.result() or {}).get("outcome") or {}
         answer = outcome.get("optionId") if outcome.get("outcome") == "selected" else "cancelled"
+        self.log("permission_answer", toolCallId=tool_call.get("toolCallId"), answer=answer)
         await self._say(session_id, f"permission {tool_call.get('toolCallId')}: {answer}\n")
         if answer in step.get("end_turn_on", []):
             return {"stopReason": step.get("end_reason", "cancelled")}

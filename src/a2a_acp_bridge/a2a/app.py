@@ -188,7 +188,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         max_body_bytes=settings.max_body_bytes,
         on_refusal=bridge.metrics.http_refused,
     )
-    gate = Middleware(Gate, rpc_path=RPC_PATH)
+    gate = Middleware(Gate, rpc_path=RPC_PATH, max_parts=settings.max_parts)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard, gate])
     app.state.bridge = bridge
     app.state.task_store = task_store

@@ -57,6 +57,7 @@ from a2a_acp_bridge.a2a.failures import request_error, task_failure
 from a2a_acp_bridge.a2a.input import parsed_prompt, reply_from_message
 from a2a_acp_bridge.a2a.states import INTERRUPTED, OF_FINAL_STATE, TERMINAL
 from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
+from a2a_acp_bridge.boundary import relative_text
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.events import FileChunk, QuestionAsked, TurnEvent
 from a2a_acp_bridge.logs import log_ids
@@ -203,6 +204,8 @@ class TaskPublisher:
             self.final_message = text
         status = TaskStatus(state=state)  # type: ignore[arg-type]
         status.timestamp.GetCurrentTime()
+        if text:
+            text = relative_text(text, self.root())  # titles name paths under the root
         if text or extra:
             parts = [Part(text=text)] if text else []
             status.message.CopyFrom(self._message([*parts, *extra]))
@@ -377,7 +380,7 @@ class TaskRun:
             and await publisher.reply_directly()
         ):
             return
-        data = progress.summary(end, session_id=session_id)
+        data = _relative(progress.summary(end, session_id=session_id), publisher.root())
         await publisher.answer([new_data_part(data, media_type="application/json")], last=True)
         await publisher.status(OF_FINAL_STATE[result.state], result.message)
 
@@ -548,6 +551,17 @@ def _loggable(part: PromptPart) -> str:
     if isinstance(part, LinkPart):
         return f"<link {part.uri}>"
     return part.as_text()
+
+
+def _relative(value: Any, root: Path | None) -> Any:
+    """The report with the root's absolute path written relative to it in every text."""
+    if isinstance(value, str):
+        return relative_text(value, root)
+    if isinstance(value, dict):
+        return {key: _relative(item, root) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relative(item, root) for item in value]
+    return value
 
 
 def _display_path(path: str, root: Path | None) -> str:

@@ -34,6 +34,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     A2AError,
+    InvalidParamsError,
     UnsupportedOperationError,
 )
 
@@ -57,6 +58,12 @@ class BridgeRequestHandler(DefaultRequestHandler):
 
     def check_input(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
+        limit = self.bridge.settings.max_parts
+        if len(params.message.parts) > limit:
+            raise InvalidParamsError(
+                message=f"the message has {len(params.message.parts)} parts; at most {limit} "
+                "are accepted (A2A_MAX_PARTS)"
+            )
         try:
             parts = parsed_prompt(context.state, params.message)
             caps = self.bridge.prompt_capabilities

@@ -38,11 +38,12 @@ from a2a_acp_bridge.acp.client import (
     EventSink,
     SessionState,
     mode_from_config_options,
+    mode_option,
     mode_values,
 )
 from a2a_acp_bridge.acp.process import AdapterProcess, spawn
 from a2a_acp_bridge.acp.prompt import to_content_blocks
-from a2a_acp_bridge.acp.transport import StdioTransport
+from a2a_acp_bridge.acp.transport import DEFAULT_MAX_LINE_BYTES, StdioTransport
 from a2a_acp_bridge.adapters import READ_ONLY_MODES, is_unsupervised_mode, profile_for
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary
@@ -97,6 +98,7 @@ class SessionSpec:
     on_decision: Callable[[str, str], None] | None = None
     auth_method: str | None = None  # the operator's choice (ACP_AUTH_METHOD)
     on_step: StepCallback | None = None  # told of each start step that succeeded (doctor)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # ACP_MAX_LINE_BYTES
 
 
 class AgentSession:
@@ -115,6 +117,7 @@ class AgentSession:
             label=spec.label,
             on_broken=self._on_broken,
             on_bad_permission=self.client.malformed_permission,
+            max_line_bytes=spec.max_line_bytes,
         )
         # BridgeClient has every method of acp.Client without subclassing it (the SDK's
         # stubs would answer null to what the bridge does not serve). elicitation/create
@@ -308,7 +311,7 @@ class AgentSession:
         """Put the session in `target` mode and read it back; fail closed."""
         state = self.state
         assert state is not None
-        config = _mode_option(getattr(response, "config_options", None))
+        config = mode_option(getattr(response, "config_options", None))
         modes = getattr(response, "modes", None)
         current = None
         offered: list[str] = []
@@ -372,7 +375,9 @@ class AgentSession:
                         answer = await self.conn.set_config_option(
                             config_id=state.mode_config_id, session_id=self.session_id, value=target
                         )
-                    found = mode_from_config_options(getattr(answer, "config_options", None))
+                    found = mode_from_config_options(
+                        getattr(answer, "config_options", None), state.mode_config_id
+                    )
                     if found is not None:
                         return found[1]
                     # An answer without the option: wait for the update instead.
@@ -733,6 +738,11 @@ class AgentSession:
             hook()
 
     async def _exit_message(self) -> str:
+        if self.transport.overflow is not None:
+            return (
+                f"{self.transport.overflow} ({self.name}, pid {self.process.pid}; "
+                "ACP_MAX_LINE_BYTES): the bridge stopped it"
+            )
         await self.process.settle(EXIT_REPORT_S)
         if self.process.exit_status is None and self.transport.broken is not None:
             tail = self.process.stderr_tail.text()
@@ -803,16 +813,6 @@ def notice_for_lost_memory(name: str) -> Notice:
         f"{name} was restarted and could not reload the conversation: "
         "its memory of earlier messages in this context is lost."
     )
-
-
-def _mode_option(options: Any) -> Any:
-    for option in options or ():
-        if (
-            getattr(option, "category", None) == "mode"
-            and getattr(option, "type", None) == "select"
-        ):
-            return option
-    return None
 
 
 def _usage(usage: Any) -> dict[str, int]:
