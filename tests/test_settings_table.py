@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "turn_cap_s": None,
     "cancel_grace_s": 5.0,
     "pool_size": 1,
-    "card_v03": False,
+    "card_v03": None,
     "push_allow_private": False,
     "question_timeout_s": 3600.0,
     "admission_timeout_s": 60.0,
