@@ -2,8 +2,9 @@
 
 A `Boundary` is the root the agent works in (absolute, symlinks resolved), whether the
 bridge created that directory itself (`owned`, asserted only by the code that made it,
-never inferred from a path), and whether the operator lets unverifiable actions run in a
-root the bridge did not create (`allow_execute`).
+never inferred from a path), whether the operator lets unverifiable actions run in a
+root the bridge did not create (`allow_execute`), and the conversation's own adapter
+state directory (`home`, set by `homes.AdapterHomes`: the adapter's HOME).
 
 `Sandboxes` hands each conversation its own fresh directory under `.acp-sandboxes/`,
 made with `mkdtemp`. The contextId is only a label on the name: it never chooses the
@@ -36,11 +37,13 @@ Identity = tuple[int, int]
 
 @dataclass(frozen=True)
 class Boundary:
-    """Where the agent may act: `root` (absolute, resolved), `owned`, `allow_execute`."""
+    """Where the agent may act: `root` (absolute, resolved), `owned`, `allow_execute`,
+    and `home`, the conversation's adapter state directory (None until one is attached)."""
 
     root: Path
     owned: bool
     allow_execute: bool = False
+    home: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.root.is_absolute() or os.path.normpath(self.root) != str(self.root):

@@ -53,6 +53,8 @@ from a2a_acp_bridge.errors import (
     SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, QuestionReply, TurnEnd, TurnEvent
+from a2a_acp_bridge.homes import AdapterHomes, home_environment, seeds_for
+from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
@@ -132,9 +134,16 @@ class Bridge:
         # The permission classifier, replaceable by an external channel (docs/permissions.md).
         self._decider = decider
         self._answerer = answerer
-        self._env = adapter_environment(
-            environ if environ is not None else dict(os.environ),
-            settings.agent_env_names,
+        source = environ if environ is not None else dict(os.environ)
+        # Kernel confinement and per-conversation HOMEs (isolation.py, homes.py).
+        self.isolation = Isolation(settings, source)
+        self._env = self.isolation.environment(
+            adapter_environment(source, settings.agent_env_names)
+        )
+        self.homes = AdapterHomes(
+            settings.state_dir,
+            seeds=seeds_for(settings.agent.preset, settings.home_seed),
+            environ=source,
         )
         self.sandboxes = Sandboxes(settings.sandbox_parent, allow_execute=settings.allow_execute)
         self._handed = (
@@ -245,7 +254,7 @@ class Bridge:
 
     async def _start_warm(self) -> None:
         try:
-            boundary = self._handed or self.sandboxes.create()
+            boundary = self.homes.attach(self._handed or self.sandboxes.create())
             session = await self._start(boundary, load_session_id=None)
         except AdapterError:
             return  # _start logged it
@@ -280,8 +289,8 @@ class Bridge:
 
     def _boundary_for(self, context_id: str) -> Boundary:
         if self._handed is not None:
-            return self._handed
-        return self.sandboxes.for_context(context_id)
+            return self.homes.attach(self._handed)
+        return self.homes.attach(self.sandboxes.for_context(context_id))
 
     def root_of(self, context_id: str) -> Path | None:
         """The conversation's working directory, once it has one."""
@@ -290,10 +299,20 @@ class Bridge:
 
     async def _start(self, boundary: Boundary, *, load_session_id: str | None) -> AgentSession:
         spec = self.settings.agent
+        try:
+            env = home_environment(self._env, self.homes.prepare(boundary))
+            confined = await self.isolation.confine(
+                boundary, within_s=self.settings.start_timeout_s
+            )
+        except AdapterError as exc:
+            self.metrics.adapter_started(ok=False)
+            logger.error("adapter could not start", extra={"agent": spec.label, "error": str(exc)})
+            raise
         plan = StartPlan(
             command=spec.command,
             label=spec.label,
-            env=self._env,
+            env=env,
+            confined=confined,
             boundary=boundary,
             supervised_mode=self.settings.supervised_mode,
             load_session_id=load_session_id,
@@ -439,6 +458,9 @@ class Bridge:
             conversation.boundary = session.plan.boundary
             with contextlib.suppress(OSError):
                 old.root.rmdir()  # empty: _is_fresh checked it
+        else:
+            # Under ACP_CWD the warm adapter's home becomes the conversation's (homes.py).
+            conversation.boundary = session.plan.boundary
         conversation.session = session
         conversation.last_session_id = session.session_id
         session.process.log_fields["context_id"] = conversation.context_id

@@ -32,6 +32,8 @@ DEFAULT_SILENCE_S = 600.0
 DEFAULT_CANCEL_GRACE_S = 5.0
 DEFAULT_POOL_SIZE = 1
 SANDBOX_DIR_NAME = ".acp-sandboxes"
+# The bridge's own state (the conversations' adapter homes; later its database).
+STATE_DIR_NAME = ".a2a-acp-bridge"
 # Live adapter processes (conversations and warm ones together). An adapter such as
 # claude-agent-acp holds a few hundred MB of Node and its CLI; eight fit a small machine.
 DEFAULT_MAX_SESSIONS = 8
@@ -257,6 +259,17 @@ class Settings:
     push_allow_private: bool = False
     question_timeout_s: float = DEFAULT_QUESTION_TIMEOUT_S
     task_retention: int = DEFAULT_TASK_RETENTION
+    # The directory .env and relative paths are read from (the CLI's working directory).
+    workdir: Path = field(default_factory=Path.cwd)
+    token_file: Path | None = None
+    state_dir: Path = field(default_factory=lambda: Path.cwd() / STATE_DIR_NAME)
+    # Adapter isolation (isolation.py) and what it adds to every adapter's grants.
+    isolation: bool = True
+    isolation_read: tuple[Path, ...] = ()
+    isolation_write: tuple[Path, ...] = ()
+    # Files and directories under the operator's HOME copied into each conversation's HOME
+    # (homes.py); None: the preset's own list.
+    home_seed: tuple[str, ...] | None = None
 
     def host_allowlist(self) -> frozenset[str] | None:
         """Host names the server answers to, or None when any is accepted.
@@ -351,6 +364,17 @@ class Settings:
             else DEFAULT_POOL_SIZE
         )
         tokens = parse_tokens(env, base=base)
+        file_text = text("A2A_TOKEN_FILE")
+        token_file = _path(file_text.strip(), base) if file_text and tokens else None
+        state_text = text("ACP_STATE_DIR")
+        state_dir = _path(state_text, base) if state_text else base / STATE_DIR_NAME
+        isolation = parse_bool("ACP_ISOLATION", env.get("ACP_ISOLATION", "on") or "on")
+        isolation_read = parse_paths("ACP_ISOLATION_READ", env.get("ACP_ISOLATION_READ", ""), base)
+        isolation_write = parse_paths(
+            "ACP_ISOLATION_WRITE", env.get("ACP_ISOLATION_WRITE", ""), base
+        )
+        seed_text = env.get("ACP_HOME_SEED")
+        home_seed = parse_seed("ACP_HOME_SEED", seed_text) if seed_text is not None else None
         if not tokens and not insecure and not is_loopback(host):
             raise ConfigError(
                 "HOST",
@@ -395,7 +419,50 @@ class Settings:
             ),
             question_timeout_s=_seconds(env, "A2A_QUESTION_TIMEOUT_MS", DEFAULT_QUESTION_TIMEOUT_S),
             task_retention=_count(env, "A2A_TASK_RETENTION", DEFAULT_TASK_RETENTION, minimum=1),
+            workdir=base,
+            token_file=token_file,
+            state_dir=state_dir,
+            isolation=isolation,
+            isolation_read=isolation_read,
+            isolation_write=isolation_write,
+            home_seed=home_seed,
         )
+
+
+def _path(value: str, base: Path) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def parse_paths(variable: str, value: str, base: Path) -> tuple[Path, ...]:
+    """Existing directories or files, separated by `:` like PATH, each resolved once."""
+    paths = []
+    for item in value.split(":"):
+        if not item.strip():
+            continue
+        path = _path(item.strip(), base)
+        try:
+            paths.append(path.resolve(strict=True))
+        except (OSError, RuntimeError):
+            raise ConfigError(variable, f"{item.strip()!r} does not exist") from None
+    return tuple(paths)
+
+
+def parse_seed(variable: str, value: str) -> tuple[str, ...]:
+    """Paths relative to the operator's HOME, comma-separated; none may leave it."""
+    seeds = []
+    for item in value.split(","):
+        name = item.strip()
+        if not name:
+            continue
+        parts = Path(name).parts
+        if Path(name).is_absolute() or ".." in parts or name.startswith("~"):
+            raise ConfigError(
+                variable,
+                f"{name!r} is not a path inside HOME (write it relative, e.g. .codex/auth.json)",
+            )
+        seeds.append(str(Path(*parts)))
+    return tuple(seeds)
 
 
 def _int(env: Mapping[str, str], variable: str, default: int, *, minimum: int) -> int:

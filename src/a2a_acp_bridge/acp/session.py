@@ -52,6 +52,7 @@ from a2a_acp_bridge.errors import (
     SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.isolation import Confined
 from a2a_acp_bridge.permissions import Answerer, Decider, Supervision, answer, decide
 from a2a_acp_bridge.prompt import PromptPart
 
@@ -107,6 +108,8 @@ class StartPlan:
     on_decision: Callable[[str, str], None] | None = None
     question_timeout_s: float = 3600.0
     cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
+    # How the kernel confines the adapter (isolation.py); None: unconfined.
+    confined: Confined | None = None
 
 
 @dataclass
@@ -166,7 +169,13 @@ class AgentSession:
     @classmethod
     async def start(cls, plan: StartPlan) -> AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
-        process = await spawn(plan.command, cwd=plan.boundary.root, env=plan.env, label=plan.label)
+        process = await spawn(
+            plan.command,
+            cwd=plan.boundary.root,
+            env=plan.env,
+            label=plan.label,
+            confined=plan.confined,
+        )
         session = cls(process, plan)
         try:
             with anyio.fail_after(plan.start_timeout_s):
