@@ -209,13 +209,13 @@ async def test_gemini_memory_planted_in_one_conversation_never_reaches_the_next(
         second = await send(client, bridge.rpc_url, f"Hello. {other.marker}")
         seen_next = rig.fake.main_requests()[before:]
     assert second["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert seen_next
+    assert all(MEMORY not in seen.system for seen in seen_next)
+    assert seen_again
+    assert any(MEMORY in seen.system for seen in seen_again)
     memory_file = settings.state_dir / "homes" / root.name / ".gemini" / "GEMINI.md"
     assert MEMORY in memory_file.read_text()
     assert not (rig.home / ".gemini" / "GEMINI.md").exists()  # the operator's HOME
-    assert seen_again
-    assert any(MEMORY in seen.system for seen in seen_again)
-    assert seen_next
-    assert all(MEMORY not in seen.system for seen in seen_next)
     assert rig.outside() == []
 
 
