@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""First answer of a new conversation with real adapters, with and without the warm pool.
+"""First answer of a new conversation with real adapters: the warm pool, and the cost of
+adapter isolation.
 
     ./scripts/bench --cold-start        (needs the adapters installed by ./scripts/test)
 
@@ -8,6 +9,11 @@ claude-agent-acp and codex-acp run for real against the test suite's fake model 
 (0: the adapter starts when the message arrives; 1: one adapter waits, already started
 and supervised), several new contexts send one message whose model answer is plain text;
 the time from the POST to the first answer text and to the end is recorded.
+
+Then, for the demo agent and both adapters, with ACP_ISOLATION off and on: the adapter's
+spawn-to-session time (spawn, initialize, session/new, the supervised mode), the first
+answer of a new conversation without the pool, and a warm turn (a second message in the
+same conversation).
 """
 
 from __future__ import annotations
@@ -28,21 +34,27 @@ sys.path.insert(0, str(ROOT))
 from tests.fakes.anthropic import FakeAnthropic  # noqa: E402
 from tests.fakes.openai import FakeOpenAI  # noqa: E402
 from tests.fakes.script import Say, Script  # noqa: E402
-from tests.support.real_adapters import HTTP_TIMEOUT_S, claude_rig, codex_rig  # noqa: E402
-from tests.support.server import serve_bridge  # noqa: E402
+from tests.support.real_adapters import HTTP_TIMEOUT_S, Rig, claude_rig, codex_rig  # noqa: E402
+from tests.support.server import make_settings, serve_bridge  # noqa: E402
 from tests.support.wire import user_message  # noqa: E402
 
+from a2a_acp_bridge.bridge import Bridge  # noqa: E402
+
 CONTEXTS = 4
+# Adapter starts measured for the spawn-to-session time, per adapter and isolation mode.
+STARTS = 6
 # A warm adapter is ready once the pool holds it; wait at most this long for the refill.
 POOL_FILL_S = 60.0
 
 
-async def first_answer(client: httpx.AsyncClient, url: str, text: str) -> tuple[float, float]:
+async def first_answer(
+    client: httpx.AsyncClient, url: str, text: str, context_id: str | None = None
+) -> tuple[float, float]:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "SendStreamingMessage",
-        "params": {"message": user_message(text)},
+        "params": {"message": user_message(text, context_id=context_id)},
     }
     started = time.perf_counter()
     first = None
@@ -95,15 +107,87 @@ async def measure(preset: str, pool: int) -> dict[str, Any]:
             fake.stop()
 
 
+def make_rig(preset: str, fake: Any, tmp: Path) -> Rig | None:
+    if preset == "claude":
+        return claude_rig(fake, tmp)
+    if preset == "codex":
+        return codex_rig(fake, tmp)
+    return None
+
+
+async def measure_isolation(preset: str, isolation: str) -> dict[str, Any]:
+    """Spawn-to-session, first answer (pool 0) and a warm turn, with isolation off or on."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-iso-{preset}-") as scratch:
+        tmp = Path(scratch)
+        fake: Any = FakeAnthropic() if preset == "claude" else FakeOpenAI()
+        fake.start()
+        try:
+            rig = make_rig(preset, fake, tmp)
+            env = {"ACP_ISOLATION": isolation, "ACP_POOL_SIZE": "0"}
+            if rig is None:
+                settings = make_settings(tmp, env)
+                environ = None
+            else:
+                settings = rig.settings(tmp, **env)
+                environ = rig.environ
+            starts = []
+            bridge = Bridge(settings, environ=environ)
+            bridge.isolation.deny_ports([1])  # as a served bridge does for its own port
+            async with bridge:
+                for _ in range(STARTS):
+                    boundary = bridge.homes.attach(bridge.sandboxes.create())
+                    started = time.perf_counter()
+                    session = await bridge._start(boundary, load_session_id=None)
+                    starts.append((time.perf_counter() - started) * 1000)
+                    await session.close()
+            firsts, warms = [], []
+            async with (
+                serve_bridge(settings, environ=environ) as running,
+                httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+            ):
+                for index in range(CONTEXTS):
+                    script = fake.add(Script([Say("ready")]))
+                    context = f"bench-{index}"
+                    first, _ = await first_answer(
+                        client, running.rpc_url, f"hello {script.marker}", context
+                    )
+                    again = fake.add(Script([Say("again")]))
+                    warm, _ = await first_answer(
+                        client, running.rpc_url, f"again {again.marker}", context
+                    )
+                    firsts.append(first)
+                    warms.append(warm)
+            return {
+                "spawn_to_session_ms": statistics.median(starts),
+                "first_text_ms": statistics.median(firsts),
+                "warm_text_ms": statistics.median(warms),
+            }
+        finally:
+            fake.stop()
+
+
 async def main() -> int:
     print(f"== first answer of a new context, real adapters (median of {CONTEXTS} contexts)")
     print(f"{'adapter':8} {'pool':>4} {'1st text ms':>12} {'total ms':>9}")
-    results = {}
+    results: dict[str, Any] = {}
     for preset in ("claude", "codex"):
         for pool in (0, 1):
             row = await measure(preset, pool)
             results[f"{preset}-pool{pool}"] = row
             print(f"{preset:8} {pool:4} {row['first_text_ms']:12.0f} {row['total_ms']:9.0f}")
+    print(
+        f"== isolation off vs on (median of {STARTS} starts, {CONTEXTS} contexts; "
+        "demo: the embedded agent)"
+    )
+    print(f"{'adapter':8} {'isolation':>9} {'start ms':>9} {'1st text ms':>12} {'warm ms':>8}")
+    for preset in ("demo", "claude", "codex"):
+        for isolation in ("off", "on"):
+            row = await measure_isolation(preset, isolation)
+            results[f"{preset}-isolation-{isolation}"] = row
+            print(
+                f"{preset:8} {isolation:>9} {row['spawn_to_session_ms']:9.0f} "
+                f"{row['first_text_ms']:12.0f} {row['warm_text_ms']:8.0f}"
+            )
     return 0
 
 
