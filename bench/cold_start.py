@@ -42,7 +42,7 @@ from a2a_acp_bridge.bridge import Bridge  # noqa: E402
 
 CONTEXTS = 4
 # Adapter starts measured for the spawn-to-session time, per adapter and isolation mode.
-STARTS = 6
+STARTS = 10
 # A warm adapter is ready once the pool holds it; wait at most this long for the refill.
 POOL_FILL_S = 60.0
 
@@ -115,53 +115,70 @@ def make_rig(preset: str, fake: Any, tmp: Path) -> Rig | None:
     return None
 
 
-async def measure_isolation(preset: str, isolation: str) -> dict[str, Any]:
-    """Spawn-to-session, first answer (pool 0) and a warm turn, with isolation off or on."""
+def rig_settings(preset: str, fake: Any, tmp: Path, isolation: str) -> tuple[Any, Any]:
+    rig = make_rig(preset, fake, tmp)
+    env = {"ACP_ISOLATION": isolation, "ACP_POOL_SIZE": "0"}
+    if rig is None:
+        return make_settings(tmp, env), None
+    return rig.settings(tmp, **env), rig.environ
+
+
+async def start_once(preset: str, fake: Any, tmp: Path, isolation: str) -> float:
+    """One adapter start, spawn to supervised session, in a bridge of its own."""
+    settings, environ = rig_settings(preset, fake, tmp, isolation)
+    bridge = Bridge(settings, environ=environ)
+    bridge.isolation.deny_ports([1])  # as a served bridge does for its own port
+    async with bridge:
+        boundary = bridge.homes.attach(bridge.sandboxes.create())
+        started = time.perf_counter()
+        session = await bridge._start(boundary, load_session_id=None)
+        elapsed = (time.perf_counter() - started) * 1000
+        await session.close()
+    return elapsed
+
+
+async def turns(preset: str, fake: Any, tmp: Path, isolation: str) -> tuple[float, float]:
+    """Medians of the first answer of new contexts (no pool) and of a warm second turn."""
+    settings, environ = rig_settings(preset, fake, tmp, isolation)
+    firsts, warms = [], []
+    async with (
+        serve_bridge(settings, environ=environ) as running,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        for index in range(CONTEXTS):
+            context = f"bench-{isolation}-{index}"
+            script = fake.add(Script([Say("ready")]))
+            first, _ = await first_answer(client, running.rpc_url, f"hi {script.marker}", context)
+            again = fake.add(Script([Say("again")]))
+            warm, _ = await first_answer(client, running.rpc_url, f"again {again.marker}", context)
+            firsts.append(first)
+            warms.append(warm)
+    return statistics.median(firsts), statistics.median(warms)
+
+
+async def measure_isolation(preset: str) -> dict[str, dict[str, float]]:
+    """Spawn-to-session, first answer (pool 0) and a warm turn, isolation off and on,
+    interleaved so that the shared machine's noise falls on both alike."""
     with tempfile.TemporaryDirectory(prefix=f"bench-iso-{preset}-") as scratch:
-        tmp = Path(scratch)
-        fake: Any = FakeAnthropic() if preset == "claude" else FakeOpenAI()
+        fake: Any = FakeOpenAI() if preset == "codex" else FakeAnthropic()
         fake.start()
         try:
-            rig = make_rig(preset, fake, tmp)
-            env = {"ACP_ISOLATION": isolation, "ACP_POOL_SIZE": "0"}
-            if rig is None:
-                settings = make_settings(tmp, env)
-                environ = None
-            else:
-                settings = rig.settings(tmp, **env)
-                environ = rig.environ
-            starts = []
-            bridge = Bridge(settings, environ=environ)
-            bridge.isolation.deny_ports([1])  # as a served bridge does for its own port
-            async with bridge:
-                for _ in range(STARTS):
-                    boundary = bridge.homes.attach(bridge.sandboxes.create())
-                    started = time.perf_counter()
-                    session = await bridge._start(boundary, load_session_id=None)
-                    starts.append((time.perf_counter() - started) * 1000)
-                    await session.close()
-            firsts, warms = [], []
-            async with (
-                serve_bridge(settings, environ=environ) as running,
-                httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
-            ):
-                for index in range(CONTEXTS):
-                    script = fake.add(Script([Say("ready")]))
-                    context = f"bench-{index}"
-                    first, _ = await first_answer(
-                        client, running.rpc_url, f"hello {script.marker}", context
-                    )
-                    again = fake.add(Script([Say("again")]))
-                    warm, _ = await first_answer(
-                        client, running.rpc_url, f"again {again.marker}", context
-                    )
-                    firsts.append(first)
-                    warms.append(warm)
-            return {
-                "spawn_to_session_ms": statistics.median(starts),
-                "first_text_ms": statistics.median(firsts),
-                "warm_text_ms": statistics.median(warms),
-            }
+            starts: dict[str, list[float]] = {"off": [], "on": []}
+            for index in range(STARTS):
+                order = ("off", "on") if index % 2 == 0 else ("on", "off")
+                for isolation in order:
+                    tmp = Path(tempfile.mkdtemp(dir=scratch))
+                    starts[isolation].append(await start_once(preset, fake, tmp, isolation))
+            rows = {}
+            for isolation in ("off", "on"):
+                tmp = Path(tempfile.mkdtemp(dir=scratch))
+                first, warm = await turns(preset, fake, tmp, isolation)
+                rows[isolation] = {
+                    "spawn_to_session_ms": statistics.median(starts[isolation]),
+                    "first_text_ms": first,
+                    "warm_text_ms": warm,
+                }
+            return rows
         finally:
             fake.stop()
 
@@ -181,8 +198,8 @@ async def main() -> int:
     )
     print(f"{'adapter':8} {'isolation':>9} {'start ms':>9} {'1st text ms':>12} {'warm ms':>8}")
     for preset in ("demo", "claude", "codex"):
-        for isolation in ("off", "on"):
-            row = await measure_isolation(preset, isolation)
+        rows = await measure_isolation(preset)
+        for isolation, row in rows.items():
             results[f"{preset}-isolation-{isolation}"] = row
             print(
                 f"{preset:8} {isolation:>9} {row['spawn_to_session_ms']:9.0f} "

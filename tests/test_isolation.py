@@ -170,6 +170,7 @@ async def test_a_command_cannot_reach_another_conversations_sandbox_home_or_adap
             f"ls {other_home}",
             f"cat /proc/{other['pid']}/environ",
             f"kill -TERM {other['pid']}",
+            ptrace(other["pid"]),
         )
         mine = sandbox_of(served)
         # The other conversation's adapter still serves it.
@@ -182,6 +183,7 @@ async def test_a_command_cannot_reach_another_conversations_sandbox_home_or_adap
     assert other_root.name not in answer.replace(str(other_root), "").replace(str(other_home), "")
     assert answer.count("Permission denied") == 5, answer
     assert "Operation not permitted" in answer
+    assert f"ptrace {other['pid']} -1 {errno.EPERM}" in answer
     assert OTHER_SECRET in answer_text(again)
 
 
@@ -226,6 +228,16 @@ async def test_a_command_cannot_write_outside_its_sandbox_and_its_home(
 # --- the bridge's port and process -------------------------------------------------------
 
 
+def ptrace(pid: int) -> str:
+    """A command that tries PTRACE_ATTACH on `pid` and prints `ptrace PID RESULT ERRNO`."""
+    call = f"libc.ptrace(16, {pid}, 0, 0)"
+    code = (
+        "import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+        f"print('ptrace', {pid}, {call}, ctypes.get_errno())"
+    )
+    return f'{PYTHON} -c "{code}"'
+
+
 def connect(port: int) -> str:
     """A command that tries 127.0.0.1:port and prints `connect PORT ERRNO` (0: connected)."""
     attempt = f"socket.socket().connect_ex(('127.0.0.1', {port}))"
@@ -255,6 +267,7 @@ async def test_a_command_cannot_signal_the_bridge_which_keeps_serving(operator: 
             f"kill -TERM {served.pid}; echo term=$?",
             f"kill -KILL {served.pid}; echo kill=$?",
             f"kill -0 {served.pid}; echo probe=$?",
+            ptrace(served.pid),
         )
         health = await client.get(f"{served.url}/healthz")
         assert served.process.returncode is None
@@ -264,6 +277,7 @@ async def test_a_command_cannot_signal_the_bridge_which_keeps_serving(operator: 
     assert "kill=1" in answer
     assert "probe=1" in answer
     assert answer.count("Operation not permitted") == 3
+    assert f"ptrace {served.pid} -1 {errno.EPERM}" in answer
     assert health.status_code == 200
 
 

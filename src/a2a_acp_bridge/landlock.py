@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -149,7 +150,7 @@ class Ruleset:
         except OSError:
             return False
         try:
-            if not os.path.isdir(f"/proc/self/fd/{fd}"):
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
                 rights &= FILE_RIGHTS
             rule = _PathBeneathAttr(rights & self.handled_fs, fd)
             if _syscall(SYS_ADD_RULE, self.fd, RULE_PATH_BENEATH, ctypes.byref(rule), 0):
