@@ -7,7 +7,10 @@
 #
 # No heredocs and no `# syntax=` line: the image must also build with podman 4.3 / buildah 1.28.
 ARG PYTHON_VERSION=3.11
-FROM python:${PYTHON_VERSION}-slim
+# Any Debian-based image with python3, python3-venv and `python` on PATH will do: where no
+# registry can be reached, scripts/container_check makes one and passes it here.
+ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim
+FROM ${BASE_IMAGE}
 
 # Node 22 (claude-agent-acp 0.101 needs >= 22; Debian bookworm ships 18) with npm and npx,
 # pinned, as a wheel from the Python package index (amd64 and arm64 builds exist).

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.anyio
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 SCRIPT = {
     "echo_meta": True,
+    "init_meta": {"a2a": {"directReplies": True}},
     "by_prompt": {
         "files": [
             {"op": "say", "text": "here they are\n"},

@@ -201,10 +201,10 @@ async def cancel(client: httpx.AsyncClient, bridge: RunningBridge, task_id: str)
     assert "result" in reply, reply
 
 
-async def test_beyond_the_cap_on_live_adapters_a_new_conversation_is_rejected_at_once(
+async def test_without_an_admission_wait_a_new_conversation_beyond_the_cap_is_rejected_at_once(
     tmp_path: Path,
 ) -> None:
-    settings = make_settings(tmp_path, {"ACP_MAX_SESSIONS": "1"})
+    settings = make_settings(tmp_path, {"ACP_MAX_SESSIONS": "1", "ACP_ADMISSION_TIMEOUT_MS": "0"})
     async with (
         serve_bridge(settings) as bridge,
         httpx.AsyncClient(timeout=60) as client,
@@ -331,3 +331,100 @@ async def test_cancelling_a_queued_task_while_the_first_adapter_starts_leaves_th
         faulthandler.cancel_dump_traceback_later()
     assert second["final"] == "TASK_STATE_CANCELED"
     assert first["final"] == "TASK_STATE_COMPLETED"
+
+
+async def watch_task(
+    group: TaskGroup, client: httpx.AsyncClient, bridge: RunningBridge, text: str
+) -> dict[str, Any]:
+    """Stream a new task in the background; the dict fills in its id, its status lines and
+    its final state, and `seen[line]` events for the lines a test waits for."""
+    info: dict[str, Any] = {"lines": [], "waiting": anyio.Event(), "done": anyio.Event()}
+
+    async def run() -> None:
+        try:
+            async for event in stream(client, bridge.rpc_url, {"message": user_message(text)}):
+                if "task" in event:
+                    info["taskId"] = event["task"]["id"]
+                update = event.get("statusUpdate")
+                if update:
+                    line = status_text(update["status"])
+                    info["lines"].append(line)
+                    if line.startswith("Waiting for a free agent"):
+                        info["waiting"].set()
+                state = state_of(event)
+                if state in TERMINAL:
+                    info["final"] = state
+        finally:
+            info["done"].set()
+
+    group.start_soon(run)
+    return info
+
+
+async def test_at_the_cap_a_new_conversation_waits_for_a_free_agent_and_then_runs(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path, {"ACP_MAX_SESSIONS": "1"})
+    async with (
+        serve_bridge(settings) as bridge,
+        httpx.AsyncClient(timeout=60) as client,
+        anyio.create_task_group() as group,
+    ):
+        busy = await start_busy_task(group, client, bridge, "busy-" + uuid.uuid4().hex)
+        first = await watch_task(group, client, bridge, "write first.txt: one")
+        with anyio.fail_after(BUSY_S):
+            await first["waiting"].wait()
+        second = await watch_task(group, client, bridge, "write second.txt: two")
+        with anyio.fail_after(BUSY_S):
+            await second["waiting"].wait()
+        live_while_waiting = bridge.bridge.live_adapters
+        await cancel(client, bridge, busy["taskId"])
+        with anyio.fail_after(BUSY_S):
+            await first["done"].wait()
+            await second["done"].wait()
+    assert live_while_waiting == 1
+    assert busy["final"] == "TASK_STATE_CANCELED"
+    assert first["final"] == second["final"] == "TASK_STATE_COMPLETED"
+    assert "Waiting for a free agent: 0 ahead of this task." in first["lines"]
+    # First come, first served: the second waited behind the first.
+    assert "Waiting for a free agent: 1 ahead of this task." in second["lines"]
+
+
+async def test_a_new_conversation_that_waits_too_long_for_a_free_agent_is_rejected(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path, {"ACP_MAX_SESSIONS": "1", "ACP_ADMISSION_TIMEOUT_MS": "300"})
+    async with (
+        serve_bridge(settings) as bridge,
+        httpx.AsyncClient(timeout=60) as client,
+        anyio.create_task_group() as group,
+    ):
+        busy = await start_busy_task(group, client, bridge, "busy-" + uuid.uuid4().hex)
+        refused = await send(client, bridge.rpc_url, "write other.txt: no room")
+        await cancel(client, bridge, busy["taskId"])
+    assert refused["status"]["state"] == "TASK_STATE_REJECTED"
+    reason = status_text(refused["status"])
+    assert "ACP_MAX_SESSIONS" in reason
+    assert "ACP_ADMISSION_TIMEOUT_MS" in reason
+
+
+async def test_cancelling_a_task_that_waits_for_a_free_agent_ends_it_at_once(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path, {"ACP_MAX_SESSIONS": "1"})
+    async with (
+        serve_bridge(settings) as bridge,
+        httpx.AsyncClient(timeout=60) as client,
+        anyio.create_task_group() as group,
+    ):
+        busy = await start_busy_task(group, client, bridge, "busy-" + uuid.uuid4().hex)
+        waiting = await watch_task(group, client, bridge, "write late.txt: never")
+        with anyio.fail_after(BUSY_S):
+            await waiting["waiting"].wait()
+        await cancel(client, bridge, waiting["taskId"])
+        with anyio.fail_after(BUSY_S):
+            await waiting["done"].wait()
+        busy_still_running = "final" not in busy
+        await cancel(client, bridge, busy["taskId"])
+    assert waiting["final"] == "TASK_STATE_CANCELED"
+    assert busy_still_running

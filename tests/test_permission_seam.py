@@ -28,6 +28,7 @@ from a2a_acp_bridge.permissions import (
     answer,
     decide,
 )
+from a2a_acp_bridge.turn import Turn
 from tests.support import fixtures
 from tests.support.fixtures import Places
 
@@ -43,7 +44,7 @@ async def ask(
     boundary: Boundary = Sandboxes(tmp_path / "sandboxes").create("seam")
     params = fixtures.load(PATCH, Places(boundary.root, tmp_path, tmp_path))
     request = RequestPermissionRequest.model_validate(params)
-    state = SessionState(boundary=boundary, supervision=SUPERVISION)
+    state = SessionState(boundary=boundary, supervision=SUPERVISION, turn=Turn("task", "ctx"))
     client = BridgeClient("seam", decider, answerer)
     client.sessions[request.session_id] = state
     response = await client.request_permission(

@@ -17,6 +17,7 @@ from tests.fakes.script import Call, Say, Script
 from tests.support.real_adapters import (
     HTTP_TIMEOUT_S,
     Rig,
+    codex_key_rig,
     codex_rig,
     decisions,
     log_events,
@@ -27,6 +28,9 @@ from tests.support.server import serve_bridge
 from tests.support.wire import answer_report, answer_text, artifact, send, status_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
+
+# The operator's key, as a bridge would get it from its environment (the fake accepts any).
+OPERATOR_KEY = "sk-operator-openai-key-for-the-fake"
 
 
 @pytest.fixture(scope="module")
@@ -156,13 +160,40 @@ async def test_a_plan_review_is_answered_implement_plan_and_the_edits_are_still_
     assert rig.outside() == []
 
 
-async def test_codex_without_credentials_fails_the_task_saying_it_is_not_authenticated(
-    rig: Rig, tmp_path: Path
+async def test_codex_with_only_openai_api_key_logs_itself_in_and_completes_a_task(
+    openai: FakeOpenAI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # codex's built-in OpenAI provider (at the fake), no stored login, no DEFAULT_AUTH_REQUEST:
+    # codex-acp refuses session/new, the bridge calls authenticate `api-key`, codex logs in.
+    watch_logs(caplog)
+    rig = codex_key_rig(openai, tmp_path, OPENAI_API_KEY=OPERATOR_KEY)
+    assert not (rig.home / ".codex" / "auth.json").exists()
+    assert "DEFAULT_AUTH_REQUEST" not in rig.environ
+    seen_before = len(openai.credentials_seen())
+    script = rig.fake.add(Script([Say("Logged in by the bridge.")]))
+    async with (
+        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        task = await send(client, bridge.rpc_url, f"Hello? {script.marker}")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", status_text(task["status"])
+    # The built-in provider tries WebSockets first; codex says so when it falls back to HTTP.
+    assert answer_text(task).endswith("Logged in by the bridge.")
+    assert [(e["method"], e["source"]) for e in log_events(caplog, "adapter authenticated")] == [
+        ("api-key", "OPENAI_API_KEY")
+    ]
+    # The model got that key: codex used the credential the bridge chose for it.
+    sent = openai.credentials_seen()[seen_before:]
+    assert sent
+    assert set(sent) == {OPERATOR_KEY}
+    assert rig.outside() == []
+
+
+async def test_codex_without_credentials_fails_the_task_naming_the_key_and_the_login(
+    openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     # The default OpenAI provider with no key and no login: codex-acp refuses session/new.
-    (rig.home / ".codex" / "config.toml").write_text(
-        "check_for_update_on_startup = false\n[features]\nplugins = false\napps = false\n"
-    )
+    rig = codex_key_rig(openai, tmp_path)
     async with (
         serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
         httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
@@ -170,6 +201,41 @@ async def test_codex_without_credentials_fails_the_task_saying_it_is_not_authent
         task = await send(client, bridge.rpc_url, "Hello?")
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     note = status_text(task["status"])
-    assert note.startswith("codex-acp is not authenticated: ")
-    assert "README" in note
+    assert note.startswith(
+        "codex-acp is not authenticated: set CODEX_API_KEY or OPENAI_API_KEY (its 'api-key' "
+        "method) in the bridge's environment, or log in once with `"
+    )
+    assert "codex-acp cli login` (a ChatGPT login)" in note
+    assert note.endswith(f"which stores it in {rig.home}/.codex/auth.json")
+    assert rig.outside() == []
+
+
+@pytest.mark.parametrize(
+    ("method", "expected"),
+    [
+        (
+            "gemini-api-key",
+            "codex-acp does not offer the authentication method 'gemini-api-key' named by "
+            "ACP_AUTH_METHOD; it offers: 'api-key', 'chat-gpt'",
+        ),
+        (
+            "chat-gpt",
+            "codex-acp's authentication method 'chat-gpt' (ACP_AUTH_METHOD) is an interactive "
+            "login, which the bridge never starts; log in once with `",
+        ),
+    ],
+)
+async def test_a_method_named_by_the_operator_that_codex_cannot_use_is_a_clear_error(
+    openai: FakeOpenAI, tmp_path: Path, method: str, expected: str
+) -> None:
+    rig = codex_key_rig(openai, tmp_path, OPENAI_API_KEY=OPERATOR_KEY)
+    async with (
+        serve_bridge(rig.settings(tmp_path, ACP_AUTH_METHOD=method), environ=rig.environ) as bridge,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        task = await send(client, bridge.rpc_url, "Hello?")
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert status_text(task["status"]).startswith(expected)
+    assert OPERATOR_KEY not in str(task)
+    assert not (rig.home / ".codex" / "auth.json").exists()  # no login was made
     assert rig.outside() == []

@@ -1,31 +1,31 @@
 """The bridge: conversations, their adapters, and the turns that run on them.
 
 One A2A context is one conversation: one sandbox (or the shared ACP_CWD), at most one
-adapter process with one ACP session, and one turn at a time. A second message while a
-turn runs is queued as its own task; cancelling a queued task never touches the running
-one. Concurrent first messages of a new context share one adapter start.
+adapter process with one ACP session, and one turn at a time (turn_queue.py). Concurrent
+first messages of a new context share one adapter start.
 
 Adapters are started in the bridge's own task group (owned by the server's lifespan), so a
 caller that cancels while its adapter boots is answered at once and the adapter is kept
-for the conversation's next message. A small pool keeps adapters already started in fresh
-sandboxes, handed to the next new context. Idle adapters are stopped after
-ACP_IDLE_TIMEOUT_MS; their sandbox stays, and the next message loads the old session when
-the agent can.
+for the conversation's next message. A brand-new context takes a warm adapter when there is
+one (pool.py). Idle adapters are stopped after ACP_IDLE_TIMEOUT_MS; their sandbox stays,
+and the next message loads the old session when the agent can.
 
 Two caps keep a busy bridge from eating the machine, and neither queues silently: live
-adapters (ACP_MAX_SESSIONS; a new one first displaces a warm or the least recently used
-idle adapter, and when every one is busy the task is refused with `CapacityError`), and
-tasks waiting in one conversation (ACP_MAX_QUEUED_TASKS, refused the same way).
+adapters (ACP_MAX_SESSIONS, counted by the pool; a new one first displaces a warm or the
+least recently used idle adapter, and when every one is busy the task is refused with
+`CapacityError`), and tasks waiting in one conversation (ACP_MAX_QUEUED_TASKS, refused the
+same way).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import shutil
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,32 +33,32 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from a2a_acp_bridge.acp.auth import StepCallback
 from a2a_acp_bridge.acp.process import adapter_environment
-from a2a_acp_bridge.acp.prompt import PromptCapabilities
-from a2a_acp_bridge.acp.session import (
-    AgentInfo,
-    AgentSession,
-    StartPlan,
-    TurnOutcome,
-    notice_for_lost_memory,
-)
+from a2a_acp_bridge.acp.session import AgentSession, SessionSpec, notice_for_lost_memory
+from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary, Sandboxes, handed_boundary
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
     AdapterStartError,
+    BridgeError,
     CapacityError,
+    SandboxError,
     SupervisionError,
     SupervisionLostError,
 )
-from a2a_acp_bridge.events import Notice, QuestionReply, TurnEnd, TurnEvent
+from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
 from a2a_acp_bridge.homes import AdapterHomes, home_environment, seeds_for
 from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
+from a2a_acp_bridge.pool import WarmPool
 from a2a_acp_bridge.prompt import PromptPart
+from a2a_acp_bridge.turn import Phase, Turn, TurnCancelled
+from a2a_acp_bridge.turn_queue import TurnQueue
 
 logger = logging.getLogger(__name__)
 
@@ -70,42 +70,20 @@ SHUTDOWN_GRACE_S = 10.0
 SHUTDOWN_REASON = "Cancelled: the bridge is shutting down."
 
 
-class TurnCancelled(Exception):
-    """The task was cancelled before its turn reached the agent."""
-
-
-@dataclass
-class TaskTicket:
-    """One A2A task waiting for, or running, its turn in a conversation."""
-
-    task_id: str
-    context_id: str
-    message_id: str | None = None
-    cancel_requested: bool = False
-    cancel_reason: str = "Cancelled at the caller's request."
-    running: bool = False
-    session_id: str | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    session: AgentSession | None = None
-
-    def was_cancelled(self) -> bool:
-        return self.cancel_requested
-
-
-@dataclass
+@dataclass(eq=False)
 class Conversation:
     """One A2A context."""
 
     context_id: str
     boundary: Boundary
+    queue: TurnQueue
     session: AgentSession | None = None
     last_session_id: str | None = None
-    queue: deque[TaskTicket] = field(default_factory=deque)
     starting: anyio.Event | None = None
-    start_error: AdapterError | None = None
+    start_error: BridgeError | None = None
     last_used: float = field(default_factory=time.monotonic)
-    lost_memory_pending: bool = False
+    # A notice for the caller at the next turn: memory (or files) lost since the last one.
+    pending_notice: Notice | None = None
     # Set while the conversation's previous adapter is being stopped: a new one waits for
     # it, so two adapters never hold the same session or sandbox at once.
     retiring: anyio.Event | None = None
@@ -113,6 +91,10 @@ class Conversation:
     @property
     def busy(self) -> bool:
         return bool(self.queue) or self.starting is not None
+
+    @property
+    def holds_adapter(self) -> bool:
+        return self.session is not None or self.starting is not None
 
 
 EventsCallback = Callable[[list[TurnEvent]], Awaitable[Any]]
@@ -145,41 +127,61 @@ class Bridge:
             seeds=seeds_for(settings.agent.preset, settings.home_seed),
             environ=source,
         )
-        self.sandboxes = Sandboxes(settings.sandbox_parent, allow_execute=settings.allow_execute)
+        protection = settings.protection()  # the bridge's own files, in every root
+        self.sandboxes = Sandboxes(
+            settings.sandbox_parent, allow_execute=settings.allow_execute, protection=protection
+        )
         self._handed = (
-            handed_boundary(settings.acp_cwd, allow_execute=settings.allow_execute)
+            handed_boundary(
+                settings.acp_cwd, allow_execute=settings.allow_execute, protection=protection
+            )
             if settings.acp_cwd is not None
             else None
         )
         self._conversations: dict[str, Conversation] = {}
-        self._tickets: dict[str, TaskTicket] = {}
-        self._pool: deque[AgentSession] = deque()
-        self._pool_filling = 0
+        self._turns: dict[str, Turn] = {}
         self._task_group: TaskGroup | None = None
         self._closing = False
         self._closed = False
+        self.pool = WarmPool(
+            size=settings.pool_size,
+            max_sessions=settings.max_sessions,
+            start=self._start_warm,
+            spawn=self._spawn,
+            held_by_conversations=lambda: sum(
+                1 for c in self._conversations.values() if c.holds_adapter
+            ),
+        )
+        # New conversations waiting for an adapter slot, first come first served.
+        self._admission: list[Turn] = []
+        self._capacity_changed = anyio.Event()
         self.agent_info: AgentInfo | None = None
         self.prompt_capabilities: PromptCapabilities | None = None
+        # Whether the agent may answer with a direct message (None until one has started).
+        self.direct_replies: bool | None = None
         # Whether the adapter runs in a supervised mode (None until one has started).
         self.supervised: bool | None = None
-        self.agent_info_ready = anyio.Event()
         self.metrics = metrics or Metrics()
+        self.pool.on_failure = lambda: self.metrics.background_failed("warm_start")
         self.metrics.watch(
             conversation_adapters=lambda: sum(
                 1 for c in self._conversations.values() if c.session is not None
             ),
-            warm_adapters=lambda: len(self._pool),
-            queued_tasks=lambda: sum(1 for t in self._tickets.values() if not t.running),
-            running_tasks=lambda: sum(1 for t in self._tickets.values() if t.running),
+            warm_adapters=lambda: len(self.pool),
+            queued_tasks=lambda: self._count(Phase.QUEUED),
+            running_tasks=lambda: self._count(Phase.RUNNING),
         )
+
+    def _count(self, phase: Phase) -> int:
+        return sum(1 for turn in self._turns.values() if turn.phase is phase)
 
     # --- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> Bridge:
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._reaper)
-        self._fill_pool()
+        self._spawn(self._reaper, "reaper")
+        self.pool.fill()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -190,16 +192,17 @@ class Bridge:
 
     async def cancel_all(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
         """Stop taking turns and cancel every task (CANCELED, "the bridge is shutting
-        down"); wait, bounded, until each has ended. Called before the server stops
-        accepting requests' responses, so streaming callers still see the final state."""
+        down"); wait, bounded, until each has published its end. Called before the server
+        stops sending responses, so streaming callers still see the final state."""
         self._closing = True
+        self.pool.closing = True
         with anyio.CancelScope(shield=True):
-            tickets = list(self._tickets.values())
-            for ticket in tickets:
-                await self.cancel(ticket.task_id, reason=SHUTDOWN_REASON)
+            turns = list(self._turns.values())
+            for turn in turns:
+                await self.cancel(turn.task_id, reason=SHUTDOWN_REASON)
             with anyio.move_on_after(grace_s):
-                for ticket in tickets:
-                    await ticket.done.wait()
+                for turn in turns:
+                    await turn.done.wait()
 
     async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
         """Cancel every running task, then stop every adapter tree."""
@@ -209,8 +212,7 @@ class Bridge:
         with anyio.CancelScope(shield=True):
             await self.cancel_all(grace_s)
             sessions = [c.session for c in self._conversations.values() if c.session is not None]
-            sessions.extend(self._pool)
-            self._pool.clear()
+            sessions.extend(self.pool.empty())
             for conversation in self._conversations.values():
                 conversation.session = None
             async with anyio.create_task_group() as group:
@@ -229,102 +231,98 @@ class Bridge:
     @property
     def live_adapters(self) -> int:
         count = sum(1 for c in self._conversations.values() if c.session is not None)
-        return count + len(self._pool)
+        return count + len(self.pool)
 
     @property
-    def warm_adapters(self) -> int:
-        """Adapters started ahead of need, waiting for a new conversation."""
-        return len(self._pool)
+    def accepting(self) -> bool:
+        """Started and not shutting down."""
+        return self._task_group is not None and not self._closing
 
-    # --- the pool ----------------------------------------------------------------------
+    @property
+    def serving(self) -> bool:
+        """The bridge's task group runs: turns, adapters and background work can go on
+        (for /healthz: False asks an orchestrator to restart the process)."""
+        group = self._task_group
+        return group is not None and not group.cancel_scope.cancel_called and not self._closed
 
-    def _fill_pool(self) -> None:
-        if self._task_group is None or self._closing:
-            return
-        missing = self.settings.pool_size - len(self._pool) - self._pool_filling
-        missing = min(missing, self.settings.max_sessions - self._adapters_held())
-        for _ in range(max(0, missing)):
-            self._pool_filling += 1
-            self._task_group.start_soon(self._start_pooled)
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run a task's turn in the bridge's task group: it outlives the request that
+        started it (a question leaves the turn waiting for the caller's next message)."""
+        if self._task_group is None:
+            raise RuntimeError("the bridge is not running")
+        self._task_group.start_soon(self._guarded, "turn", func)
 
-    async def _start_pooled(self) -> None:
-        # Started from whichever task took a warm adapter: its ids are not this adapter's.
-        with log_ids(task_id=None, context_id=None, session_id=None):
-            await self._start_warm()
-
-    async def _start_warm(self) -> None:
-        try:
-            boundary = self.homes.attach(self._handed or self.sandboxes.create())
-            session = await self._start(boundary, load_session_id=None)
-        except AdapterError:
-            return  # _start logged it
-        finally:
-            self._pool_filling -= 1
-        if self._closing:
-            await session.close()
-            return
-        self._pool.append(session)
-
-    def _take_pooled(self) -> AgentSession | None:
-        while self._pool:
-            session = self._pool.popleft()
-            if session.alive:
-                self._fill_pool()
-                return session
-            self._task_group_spawn(session.close)
-        return None
-
-    def _task_group_spawn(self, func: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    def _spawn(self, func: Callable[[], Coroutine[Any, Any, Any]], name: str = "stop") -> None:
         if self._task_group is not None:
-            self._task_group.start_soon(func)
+            self._task_group.start_soon(self._guarded, name, func)
 
-    # --- conversations -----------------------------------------------------------------
+    async def _guarded(self, name: str, func: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Nothing the bridge runs in the background may end its task group: a failure is
+        logged once, counted, and the bridge goes on."""
+        try:
+            await func()
+        except Exception:
+            self.metrics.background_failed(name)
+            logger.exception("background task failed; the bridge goes on", extra={"task": name})
 
-    def _conversation(self, context_id: str) -> Conversation:
-        conversation = self._conversations.get(context_id)
-        if conversation is None:
-            conversation = Conversation(context_id, self._boundary_for(context_id))
-            self._conversations[context_id] = conversation
-        return conversation
+    # --- adapters ----------------------------------------------------------------------
 
-    def _boundary_for(self, context_id: str) -> Boundary:
-        if self._handed is not None:
-            return self.homes.attach(self._handed)
-        return self.homes.attach(self.sandboxes.for_context(context_id))
+    async def _start_warm(self) -> AgentSession:
+        boundary = self.homes.attach(self._handed or self.sandboxes.create())
+        return await self._start(boundary, load_session_id=None)
 
-    def root_of(self, context_id: str) -> Path | None:
-        """The conversation's working directory, once it has one."""
-        conversation = self._conversations.get(context_id)
-        return conversation.boundary.root if conversation is not None else None
+    @contextlib.asynccontextmanager
+    async def probe(self, on_step: StepCallback) -> AsyncIterator[AgentSession]:
+        """One adapter started exactly as for a new conversation (`doctor`), in a sandbox of
+        its own that goes with it; `on_step` hears each start step that succeeded."""
+        boundary = self.homes.attach(self._handed or self.sandboxes.create("doctor"))
+        try:
+            session = await self._start(boundary, load_session_id=None, on_step=on_step)
+            try:
+                yield session
+            finally:
+                await session.close()
+        finally:
+            if boundary.owned:
+                shutil.rmtree(boundary.root, ignore_errors=True)
 
-    async def _start(self, boundary: Boundary, *, load_session_id: str | None) -> AgentSession:
-        spec = self.settings.agent
+    async def _start(
+        self,
+        boundary: Boundary,
+        *,
+        load_session_id: str | None,
+        on_step: StepCallback | None = None,
+    ) -> AgentSession:
+        settings = self.settings
         try:
             env = home_environment(self._env, self.homes.prepare(boundary))
-            confined = await self.isolation.confine(
-                boundary, within_s=self.settings.start_timeout_s
-            )
+            confined = await self.isolation.confine(boundary, within_s=settings.start_timeout_s)
         except AdapterError as exc:
             self.metrics.adapter_started(ok=False)
-            logger.error("adapter could not start", extra={"agent": spec.label, "error": str(exc)})
+            logger.error(
+                "adapter could not start", extra={"agent": settings.agent.label, "error": str(exc)}
+            )
             raise
-        plan = StartPlan(
-            command=spec.command,
-            label=spec.label,
+        spec = SessionSpec(
+            command=settings.agent.command,
+            label=settings.agent.label,
             env=env,
             confined=confined,
             boundary=boundary,
-            supervised_mode=self.settings.supervised_mode,
+            start_timeout_s=settings.start_timeout_s,
+            cancel_grace_s=settings.cancel_grace_s,
+            question_timeout_s=settings.question_timeout_s,
+            supervised_mode=settings.supervised_mode,
             load_session_id=load_session_id,
-            start_timeout_s=self.settings.start_timeout_s,
             decider=self._decider,
             answerer=self._answerer,
             on_decision=self.metrics.permission_decided,
-            question_timeout_s=self.settings.question_timeout_s,
-            cancel_grace_s=self.settings.cancel_grace_s,
+            auth_method=settings.auth_method,
+            on_step=on_step,
+            max_line_bytes=settings.max_line_bytes,
         )
         try:
-            session = await AgentSession.start(plan)
+            session = await AgentSession.start(spec)
         except AdapterError as exc:
             self.metrics.adapter_started(ok=False)
             logger.error(
@@ -341,18 +339,57 @@ class Bridge:
 
         process.on_exit(exited)
         # An adapter that dies on its own is stopped whole at once (a grandchild may
-        # still run), not when its conversation next needs it.
-        session.on_dead = lambda: self._task_group_spawn(session.close)
-        self.supervised = session.guard_mode is not None and bool(session.allowed_modes)
+        # still run), not when its conversation next needs it, and stops counting.
+        session.on_dead = lambda: self._adapter_died(session)
+        self.supervised = session.supervised_mode is not None and bool(session.allowed_modes)
         if self.agent_info is None:
             self.agent_info = session.agent_info
             self.prompt_capabilities = session.prompt_capabilities
-            self.agent_info_ready.set()
+            self.direct_replies = session.direct_replies
         return session
 
-    async def _ensure_session(self, conversation: Conversation, ticket: TaskTicket) -> AgentSession:
+    def _adapter_died(self, session: AgentSession) -> None:
+        for conversation in self._conversations.values():
+            if conversation.session is session:
+                self._retire(conversation, session)  # which refills once it is stopped
+                return
+        self.pool.discard(session)
+        self._spawn(session.close)
+        self.pool.fill()
+
+    def can_start_adapter(self) -> bool:
+        """Whether a new conversation would get an adapter now (for /readyz)."""
+        if len(self.pool) or self.pool.has_room:
+            return True
+        return any(c.session is not None and not c.busy for c in self._conversations.values())
+
+    # --- conversations -----------------------------------------------------------------
+
+    def _conversation(self, context_id: str) -> Conversation:
+        conversation = self._conversations.get(context_id)
+        if conversation is None:
+            conversation = Conversation(
+                context_id, self._boundary_for(context_id), TurnQueue(self.settings.max_queued)
+            )
+            self._conversations[context_id] = conversation
+        return conversation
+
+    def _boundary_for(self, context_id: str) -> Boundary:
+        if self._handed is not None:
+            return self.homes.attach(self._handed)
+        return self.homes.attach(self.sandboxes.for_context(context_id))
+
+    def root_of(self, context_id: str) -> Path | None:
+        """The conversation's working directory, once it has one."""
+        conversation = self._conversations.get(context_id)
+        return conversation.boundary.root if conversation is not None else None
+
+    async def _ensure_session(
+        self, conversation: Conversation, turn: Turn, on_events: EventsCallback
+    ) -> AgentSession:
         """The conversation's live session, starting one (shared by concurrent callers)."""
         while True:
+            self._check_sandbox(conversation)
             session = conversation.session
             if session is not None and session.alive:
                 return session
@@ -361,85 +398,143 @@ class Bridge:
             if conversation.starting is None:
                 pooled = None
                 if conversation.last_session_id is None and self._is_fresh(conversation):
-                    pooled = self._take_pooled()
+                    pooled = self.pool.take()
                 if pooled is not None:
-                    self._adopt(conversation, pooled)
+                    try:
+                        self._adopt(conversation, pooled)
+                    except BaseException:
+                        self._spawn(pooled.close)  # never dropped without being stopped
+                        raise
+                    # Counted as the conversation's now: the pool may start another.
+                    self.pool.fill()
                     continue
-                displaced = self._make_room(conversation)
+                displaced = await self._admit(conversation, turn, on_events)
+                if conversation.starting is not None or conversation.session is not None:
+                    # Another task of this context started one while this one waited.
+                    if displaced is not None:
+                        self._spawn(displaced.close)
+                    continue
                 conversation.starting = anyio.Event()
                 conversation.start_error = None
-                assert self._task_group is not None
-                self._task_group.start_soon(self._start_for, conversation, displaced)
+                self._spawn(functools.partial(self._start_for, conversation, displaced), "start")
             starting = conversation.starting
-            if ticket.cancel_requested:
+            assert starting is not None
+            if turn.cancelled:
                 raise TurnCancelled
-            await _first_of(starting, ticket.wake)
-            if ticket.cancel_requested:
+            await _first_of(starting, turn.woken)
+            if turn.cancelled:
                 raise TurnCancelled
             # Woken for another reason (a task behind this one left the queue): a wake left
             # set would make _first_of return at once and this loop spin, freezing the loop.
-            ticket.wake = anyio.Event()
+            turn.rearm()
             if conversation.start_error is not None and conversation.session is None:
                 raise conversation.start_error
 
-    # --- the cap on live adapters ------------------------------------------------------
+    def _check_sandbox(self, conversation: Conversation) -> None:
+        """A sandbox deleted or replaced under its conversation is never silently swapped:
+        the adapter goes, a new sandbox is made, and the caller is told what was lost."""
+        boundary = conversation.boundary
+        if not boundary.owned or self.sandboxes.is_current(conversation.context_id, boundary):
+            return
+        if conversation.session is None and conversation.last_session_id is None:
+            # Nothing ran there yet (a warm adapter's sandbox replaced it, or none was used).
+            conversation.boundary = self._boundary_for(conversation.context_id)
+            return
+        logger.warning(
+            "the conversation's sandbox was deleted or replaced; starting over in a new one",
+            extra={"context_id": conversation.context_id},
+        )
+        if conversation.session is not None:
+            self._retire(conversation, conversation.session)
+        conversation.last_session_id = None
+        conversation.boundary = self._boundary_for(conversation.context_id)
+        conversation.pending_notice = Notice(
+            "This conversation's working directory was deleted or replaced since the last "
+            "message: its files and the agent's memory of earlier messages are lost, and it "
+            "goes on in a new, empty directory."
+        )
 
-    @property
-    def accepting(self) -> bool:
-        """Started and not shutting down."""
-        return self._task_group is not None and not self._closing
-
-    def can_start_adapter(self) -> bool:
-        """Whether a new conversation would get an adapter now (for /readyz)."""
-        if self._pool or self._adapters_held() < self.settings.max_sessions:
-            return True
-        return any(c.session is not None and not c.busy for c in self._conversations.values())
-
-    def _adapters_held(self) -> int:
-        """Adapters alive or being started, counted against ACP_MAX_SESSIONS."""
-        held = len(self._pool) + self._pool_filling
-        for conversation in self._conversations.values():
-            if conversation.session is not None or conversation.starting is not None:
-                held += 1
-        return held
-
-    def _make_room(self, conversation: Conversation) -> AgentSession | None:
-        """A slot for one more adapter: free, or taken from a warm or an idle adapter.
-
-        Returns the adapter that gives way (the caller stops it before starting the new
-        one); raises CapacityError when every live adapter is busy."""
+    async def _admit(
+        self, conversation: Conversation, turn: Turn, on_events: EventsCallback
+    ) -> AgentSession | None:
+        """Room for one more adapter; returns the adapter that gives way (the caller stops
+        it first). When every live adapter is busy, wait first come first served up to
+        ACP_ADMISSION_TIMEOUT_MS, then raise CapacityError."""
+        if not self._admission:
+            room, displaced = self._make_room(conversation)
+            if room:
+                return displaced
         limit = self.settings.max_sessions
-        if self._adapters_held() < limit:
-            return None
-        if self._pool:
-            return self._pool.pop()
+        timeout_s = self.settings.admission_timeout_s
+        self._admission.append(turn)
+        told: int | None = None
+        try:
+            with anyio.move_on_after(timeout_s):
+                while True:
+                    ahead = self._admission.index(turn)
+                    if ahead == 0:
+                        room, displaced = self._make_room(conversation)
+                        if room:
+                            return displaced
+                    if told != ahead:
+                        told = ahead
+                        await on_events(
+                            [Notice(f"Waiting for a free agent: {ahead} ahead of this task.")]
+                        )
+                    await _first_of(self._capacity_changed, turn.woken)
+                    if turn.cancelled:
+                        raise TurnCancelled
+                    turn.rearm()
+        finally:
+            self._admission.remove(turn)
+            self._capacity_freed()  # the next in line looks again
+        self.metrics.capacity_refused("sessions")
+        logger.warning(
+            "task refused: every adapter stayed busy",
+            extra={"max_sessions": limit, "waited_s": timeout_s},
+        )
+        waited = f" for {timeout_s:g} s (ACP_ADMISSION_TIMEOUT_MS)" if timeout_s > 0 else ""
+        raise CapacityError(
+            f"The bridge is running as many agents as it may ({limit}, ACP_MAX_SESSIONS), all "
+            f"busy with other conversations{waited}; send the task again when one finishes."
+        )
+
+    def _capacity_freed(self) -> None:
+        """Something that may free an adapter slot happened: waiting tasks look again."""
+        changed, self._capacity_changed = self._capacity_changed, anyio.Event()
+        changed.set()
+
+    def _make_room(self, conversation: Conversation) -> tuple[bool, AgentSession | None]:
+        """A slot for one more adapter, if one can be had now: free, or taken from a warm
+        or an idle adapter (returned: the caller stops it before starting the new one)."""
+        limit = self.settings.max_sessions
+        if self.pool.has_room:
+            return True, None
+        warm = self.pool.give_way()
+        if warm is not None:
+            return True, warm
         idle = [
             c
             for c in self._conversations.values()
             if c is not conversation and c.session is not None and not c.busy
         ]
-        if idle:
-            oldest = min(idle, key=lambda c: c.last_used)
-            displaced = oldest.session
-            assert displaced is not None
-            # Its conversation's next start waits for this stop (one adapter per context).
-            self._retire(oldest, displaced)
-            logger.info(
-                "adapter stopped to make room",
-                extra={
-                    "context_id": oldest.context_id,
-                    "session_id": displaced.session_id,
-                    "pid": displaced.process.pid,
-                    "max_sessions": limit,
-                },
-            )
-            return displaced
-        self.metrics.capacity_refused("sessions")
-        logger.warning("task refused: every adapter is busy", extra={"max_sessions": limit})
-        raise CapacityError(
-            f"The bridge is running as many agents as it may ({limit}, ACP_MAX_SESSIONS), all "
-            "busy with other conversations; send the task again when one finishes."
+        if not idle:
+            return False, None
+        oldest = min(idle, key=lambda c: c.last_used)
+        displaced = oldest.session
+        assert displaced is not None
+        # Its conversation's next start waits for this stop (one adapter per context).
+        self._retire(oldest, displaced)
+        logger.info(
+            "adapter stopped to make room",
+            extra={
+                "context_id": oldest.context_id,
+                "session_id": displaced.session_id,
+                "pid": displaced.process.pid,
+                "max_sessions": limit,
+            },
         )
+        return True, displaced
 
     def _is_fresh(self, conversation: Conversation) -> bool:
         """A brand-new context whose sandbox holds nothing yet can take a warm adapter."""
@@ -454,13 +549,13 @@ class Bridge:
         if conversation.boundary.owned:
             # The warm adapter works in its own fresh sandbox; that one becomes the context's.
             old = conversation.boundary
-            self.sandboxes.adopt(conversation.context_id, session.plan.boundary)
-            conversation.boundary = session.plan.boundary
+            self.sandboxes.adopt(conversation.context_id, session.spec.boundary)
+            conversation.boundary = session.spec.boundary
             with contextlib.suppress(OSError):
                 old.root.rmdir()  # empty: _is_fresh checked it
         else:
             # Under ACP_CWD the warm adapter's home becomes the conversation's (homes.py).
-            conversation.boundary = session.plan.boundary
+            conversation.boundary = session.spec.boundary
         conversation.session = session
         conversation.last_session_id = session.session_id
         session.process.log_fields["context_id"] = conversation.context_id
@@ -479,11 +574,14 @@ class Bridge:
                 retiring.set()
                 if conversation.retiring is retiring:
                     conversation.retiring = None
+                # A slot is free: the pool may refill, a waiting task may start.
+                self.pool.fill()
+                self._capacity_freed()
 
         if self._task_group is None:
             retiring.set()
             return
-        self._task_group.start_soon(stop)
+        self._spawn(stop)
 
     async def _start_for(
         self, conversation: Conversation, displaced: AgentSession | None = None
@@ -495,11 +593,6 @@ class Bridge:
             retiring = conversation.retiring
             if retiring is not None:
                 await retiring.wait()
-            if conversation.boundary.owned and not self.sandboxes.is_current(
-                conversation.context_id, conversation.boundary
-            ):
-                conversation.boundary = self._boundary_for(conversation.context_id)
-                conversation.last_session_id = None
             session = await self._start(
                 conversation.boundary, load_session_id=conversation.last_session_id
             )
@@ -507,11 +600,11 @@ class Bridge:
                 await session.close()
                 raise AdapterStartError("the bridge is shutting down")
             if conversation.last_session_id is not None and session.memory_lost:
-                conversation.lost_memory_pending = True
+                conversation.pending_notice = notice_for_lost_memory(session.name)
             conversation.session = session
             conversation.last_session_id = session.session_id
             session.process.log_fields["context_id"] = conversation.context_id
-        except AdapterError as exc:
+        except (AdapterError, SandboxError) as exc:
             conversation.start_error = exc
         except Exception:
             logger.exception("adapter start failed", extra={"context_id": conversation.context_id})
@@ -522,28 +615,36 @@ class Bridge:
             conversation.starting = None
             if starting is not None:
                 starting.set()
+            if conversation.session is None:
+                self._capacity_freed()
 
     # --- turns -------------------------------------------------------------------------
 
-    def ticket(self, task_id: str, context_id: str, message_id: str | None = None) -> TaskTicket:
-        """Register a task before its turn; cancel() works from this moment on."""
-        ticket = self._tickets.get(task_id)
-        if ticket is None:
-            ticket = TaskTicket(task_id, context_id, message_id)
-            self._tickets[task_id] = ticket
-        return ticket
+    def accept(self, task_id: str, context_id: str, message_id: str | None = None) -> Turn:
+        """The task's one Turn, registered before the task is visible: a cancel finds it
+        from this moment on. `finish` lets it go once its final state is published."""
+        turn = self._turns.get(task_id)
+        if turn is None:
+            turn = Turn(task_id, context_id, message_id)
+            self._turns[task_id] = turn
+        return turn
+
+    def turn(self, task_id: str) -> Turn | None:
+        return self._turns.get(task_id)
+
+    def finish(self, turn: Turn) -> None:
+        if self._turns.get(turn.task_id) is turn:
+            del self._turns[turn.task_id]
+        turn.finish()
 
     async def run_turn(
-        self,
-        ticket: TaskTicket,
-        prompt: Sequence[PromptPart],
-        on_events: EventsCallback,
-    ) -> TurnOutcome:
-        """Wait for the conversation's turn, make sure its adapter runs, and prompt it."""
-        conversation = self._conversation(ticket.context_id)
-        if len(conversation.queue) > self.settings.max_queued:
-            self._tickets.pop(ticket.task_id, None)
-            ticket.done.set()
+        self, turn: Turn, prompt: Sequence[PromptPart], on_events: EventsCallback
+    ) -> TurnEnd:
+        """Wait for the conversation's turn, make sure its adapter runs, and prompt it.
+        Raises TurnCancelled when the task was cancelled before the agent was prompted."""
+        conversation = self._conversation(turn.context_id)
+        queue = conversation.queue
+        if queue.full:
             self.metrics.capacity_refused("queue")
             logger.warning(
                 "task refused: the conversation's queue is full",
@@ -554,45 +655,35 @@ class Bridge:
                 f"{self.settings.max_queued} waiting task(s), ACP_MAX_QUEUED_TASKS); send this "
                 "one again when the running task finishes."
             )
-        conversation.queue.append(ticket)
+        ahead = queue.join(turn)
         try:
             if self._closing:
-                ticket.cancel_requested = True
-                ticket.cancel_reason = SHUTDOWN_REASON
+                turn.request_cancel(SHUTDOWN_REASON)
                 raise TurnCancelled
-            if conversation.queue[0] is not ticket:
-                ahead = len(conversation.queue) - 1
+            if ahead:
                 await on_events(
                     [Notice(f"Queued: {ahead} earlier task(s) of this conversation run first.")]
                 )
-            while conversation.queue[0] is not ticket and not ticket.cancel_requested:
-                await ticket.wake.wait()
-                ticket.wake = anyio.Event()
-            if ticket.cancel_requested:
+            await queue.wait_for(turn)
+            session = await self._ensure_session(conversation, turn, on_events)
+            notice, conversation.pending_notice = conversation.pending_notice, None
+            if notice is not None:
+                await on_events([notice])
+            if turn.cancelled:
                 raise TurnCancelled
-            ticket.wake = anyio.Event()
-            session = await self._ensure_session(conversation, ticket)
-            if conversation.lost_memory_pending:
-                conversation.lost_memory_pending = False
-                await on_events([notice_for_lost_memory(session.name)])
-            if ticket.cancel_requested:
-                raise TurnCancelled
-            state = session.state
-            assert state is not None
-            state.context_id, state.task_id = ticket.context_id, ticket.task_id
-            ticket.session = session
-            ticket.session_id = session.session_id
-            ticket.running = True
+            turn.session_id = session.session_id
+            turn.phase = Phase.RUNNING
             meta = {
                 "a2a": {
-                    "taskId": ticket.task_id,
-                    "contextId": ticket.context_id,
-                    **({"messageId": ticket.message_id} if ticket.message_id else {}),
+                    "taskId": turn.task_id,
+                    "contextId": turn.context_id,
+                    **({"messageId": turn.message_id} if turn.message_id else {}),
                 }
             }
             try:
                 with log_ids(session_id=session.session_id):
-                    outcome = await session.run_turn(
+                    end = await session.run_turn(
+                        turn,
                         prompt,
                         on_events,
                         silence_s=self.settings.silence_s,
@@ -611,87 +702,58 @@ class Bridge:
             finally:
                 if not session.alive and conversation.session is session:
                     self._retire(conversation, session)
-            if not outcome.prompted:
-                raise TurnCancelled
-            # Re-read: a cancel can arrive while the turn runs (mypy narrowed the field above).
-            outcome.cancelled_by_bridge |= ticket.was_cancelled()
-            return outcome
+            turn.end = end
+            return end
         finally:
-            ticket.running = False
-            ticket.session = None
+            turn.phase = Phase.ENDED
             conversation.last_used = time.monotonic()
-            with contextlib.suppress(ValueError):
-                conversation.queue.remove(ticket)
-            if conversation.queue:
-                conversation.queue[0].wake.set()
-            self._tickets.pop(ticket.task_id, None)
-            ticket.done.set()
+            queue.leave(turn)
+            # The conversation may be idle now, so its adapter could give way.
+            self._capacity_freed()
 
     async def cancel(self, task_id: str, reason: str | None = None) -> bool:
         """Cancel a queued or running task. False if the bridge does not know it."""
-        ticket = self._tickets.get(task_id)
-        if ticket is None:
+        turn = self._turns.get(task_id)
+        if turn is None:
             return False
-        if not ticket.cancel_requested:
-            ticket.cancel_requested = True
-            if reason:
-                ticket.cancel_reason = reason
-        ticket.wake.set()
-        session = ticket.session
-        if ticket.running and session is not None:
-            await session.cancel_turn()
+        turn.request_cancel(reason)
+        conversation = self._conversations.get(turn.context_id)
+        session = conversation.session if conversation is not None else None
+        if turn.running and session is not None:
+            await session.cancel_turn(turn)
         return True
-
-    async def wait_done(self, task_id: str, timeout_s: float) -> bool:
-        ticket = self._tickets.get(task_id)
-        if ticket is None:
-            return True
-        with anyio.move_on_after(timeout_s):
-            await ticket.done.wait()
-        return ticket.done.is_set()
-
-    def answer_question(self, task_id: str, question_id: str, reply: QuestionReply) -> bool:
-        """Give the agent the caller's answer to its question; False if none is pending."""
-        ticket = self._tickets.get(task_id)
-        session = ticket.session if ticket is not None else None
-        if session is None or session.state is None:
-            return False
-        return session.state.answer(question_id, reply)
-
-    def spawn(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run a task's turn in the bridge's task group: it outlives the request that
-        started it (a question leaves the turn waiting for the caller's next message)."""
-        if self._task_group is None:
-            raise RuntimeError("the bridge is not running")
-        self._task_group.start_soon(func, *args)
-
-    def cancel_reason(self, task_id: str) -> str | None:
-        ticket = self._tickets.get(task_id)
-        return ticket.cancel_reason if ticket is not None else None
 
     # --- idle adapters -----------------------------------------------------------------
 
     async def _reaper(self) -> None:
-        idle_s = self.settings.idle_timeout_ms / 1000
+        idle_s = self.settings.idle_timeout_s
         period = min(REAP_EVERY_S, max(idle_s / 4, 0.05))
         while True:
             await anyio.sleep(period)
-            now = time.monotonic()
-            for conversation in list(self._conversations.values()):
-                session = conversation.session
-                if session is None or conversation.busy:
-                    continue
-                if now - conversation.last_used < idle_s:
-                    continue
-                logger.info(
-                    "adapter idle: stopping it",
-                    extra={
-                        "context_id": conversation.context_id,
-                        "pid": session.process.pid,
-                        "idle_s": round(now - conversation.last_used, 1),
-                    },
-                )
-                self._retire(conversation, session)
+            try:
+                self._reap_idle(idle_s)
+            except Exception:
+                # One bad pass must not end the reaping (nor the bridge).
+                self.metrics.background_failed("reaper")
+                logger.exception("reaping idle adapters failed; trying again later")
+
+    def _reap_idle(self, idle_s: float) -> None:
+        now = time.monotonic()
+        for conversation in list(self._conversations.values()):
+            session = conversation.session
+            if session is None or conversation.busy:
+                continue
+            if now - conversation.last_used < idle_s:
+                continue
+            logger.info(
+                "adapter idle: stopping it",
+                extra={
+                    "context_id": conversation.context_id,
+                    "pid": session.process.pid,
+                    "idle_s": round(now - conversation.last_used, 1),
+                },
+            )
+            self._retire(conversation, session)
 
 
 async def _first_of(*events: anyio.Event) -> None:
@@ -708,4 +770,4 @@ async def _first_of(*events: anyio.Event) -> None:
             group.start_soon(wait, event)
 
 
-__all__ = ["Bridge", "TaskTicket", "TurnCancelled", "TurnEnd", "TurnOutcome"]
+__all__ = ["Bridge", "Turn", "TurnCancelled"]

@@ -4,15 +4,23 @@
      ├── ConfigError              a setting is invalid; names the variable (start-up only)
      ├── SandboxError             a working directory could not be made or trusted
      ├── CapacityError            a cap is reached: live adapters or one context's queue
+     ├── UnsupportedInputError    a part of the message cannot reach this agent without loss
+     ├── InputProblem             the message cannot be carried as it is (a2a/input.py)
      └── AdapterError             the coding agent could not serve the turn
           ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed
-          │    └── SupervisionError   the supervised mode is missing, refused or reads back wrong
+          │    ├── SupervisionError   the supervised mode is missing, refused or reads back wrong
+          │    └── AuthenticationError  not logged in, and no credential the bridge has can do it
           ├── AdapterExitedError  the adapter process exited or broke its pipe
           ├── AdapterSilentError  no session/update arrived within the silence limit
           └── SupervisionLostError  the agent left its supervised mode during a turn
 
-Every message is written for the A2A caller or the operator: it names the agent, the
-setting or the exit, never repeats a foreign exception's text verbatim.
+Not errors, and outside the tree: `turn.TurnCancelled` (a task cancelled before its turn
+reached the agent: control flow that ends it CANCELED).
+
+a2a/failures.py is the one place these become what the caller sees: a JSON-RPC error for
+a request, or a task's final state. Every message is written for the A2A caller or the
+operator: it names the agent, the setting or the exit, never repeats a foreign exception's
+text verbatim.
 """
 
 from __future__ import annotations
@@ -32,11 +40,22 @@ class ConfigError(BridgeError):
 
 
 class SandboxError(BridgeError):
-    """A working directory could not be created or is not what the bridge expected."""
+    """A working directory could not be created or is not what the bridge expected.
+
+    The message (for the operator's log) names the path; `problem` says what went wrong
+    without it, for the caller, who is never shown the bridge's layout."""
+
+    def __init__(self, message: str, *, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem or "it is not a directory the bridge made"
 
 
 class CapacityError(BridgeError):
     """A task is refused at once: ACP_MAX_SESSIONS or ACP_MAX_QUEUED_TASKS is reached."""
+
+
+class UnsupportedInputError(BridgeError):
+    """A part of the message cannot be given to this agent without losing it."""
 
 
 class AdapterError(BridgeError):
@@ -49,6 +68,11 @@ class AdapterStartError(AdapterError):
 
 class SupervisionError(AdapterStartError):
     """The adapter cannot be put in its supervised mode, so no session is opened."""
+
+
+class AuthenticationError(AdapterStartError):
+    """The adapter is not authenticated and the bridge cannot log it in with what it was given
+    (or the operator's ACP_AUTH_METHOD is not one it can use). Names variables, never values."""
 
 
 class AdapterExitedError(AdapterError):

@@ -16,6 +16,7 @@ bridge at scrape time. `GET /metrics` renders `exposition()`.
     permission_decisions_total{verdict,rule}  every session/request_permission
     capacity_refusals_total{limit}            sessions | queue
     http_refusals_total{reason}               host | unauthorized | body_too_large | bad_length
+    background_failures_total{task}           warm_start | the bridge's own background tasks
 """
 
 from __future__ import annotations
@@ -98,6 +99,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self._background = Counter(
+            f"{PREFIX}_background_failures",
+            "Failures of the bridge's background work (warm starts, reaping, stopping), by task.",
+            ["task"],
+            registry=r,
+        )
         for outcome in ("ok", "failed"):
             self._starts.labels(outcome)
         for limit in ("sessions", "queue"):
@@ -141,6 +148,9 @@ class Metrics:
 
     def http_refused(self, reason: str) -> None:
         self._http.labels(reason).inc()
+
+    def background_failed(self, task: str) -> None:
+        self._background.labels(task).inc()
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format."""

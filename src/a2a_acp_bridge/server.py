@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - a2a-sdk[http-server] brings it
 
 from a2a_acp_bridge.a2a.app import build_app
 from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.http_protocol import ClientLimits, protocol_class
 from a2a_acp_bridge.landlock import forbid_same_user_inspection
 
 logger = logging.getLogger(__name__)
@@ -130,18 +131,29 @@ class BridgeServer(uvicorn.Server):
         return None
 
 
-def make_server(settings: Settings) -> BridgeServer:
-    app = build_app(settings)
-    config = uvicorn.Config(
+def uvicorn_config(app: Any, settings: Settings, *, host: str, port: int) -> uvicorn.Config:
+    """How uvicorn runs the app: the bridge's own HTTP protocol (client deadlines, the cap
+    on connections), its lifespan, no logging set-up of uvicorn's own."""
+    limits = ClientLimits(
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+        max_connections=settings.max_connections,
+    )
+    return uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
+        host=host,
+        port=port,
+        http=protocol_class(limits),
         log_config=None,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         access_log=False,
     )
-    return BridgeServer(config, app)
+
+
+def make_server(settings: Settings) -> BridgeServer:
+    app = build_app(settings)
+    return BridgeServer(uvicorn_config(app, settings, host=settings.host, port=settings.port), app)
 
 
 def run_server(settings: Settings) -> int:

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import uvicorn
 
 from a2a_acp_bridge.a2a.app import build_app
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
-from a2a_acp_bridge.server import BridgeServer
+from a2a_acp_bridge.server import BridgeServer, uvicorn_config
 from tests.support.agents import AGENT_IO, AGENTS_DIR
 
 # How long a test waits for the server to come up or go down.
@@ -59,10 +58,7 @@ async def serve_bridge(
         settings, environ=dict(environ if environ is not None else os.environ), **bridge_options
     )
     app = build_app(settings, bridge=bridge)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_config=None, lifespan="on", access_log=False
-    )
-    server = BridgeServer(config, app)
+    server = BridgeServer(uvicorn_config(app, settings, host="127.0.0.1", port=0), app)
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)
         with anyio.fail_after(SERVER_START_S):

@@ -3,7 +3,8 @@
     GET  /.well-known/agent-card.json   the card (Cache-Control, ETag, Last-Modified)
     POST /                               JSON-RPC: A2A 1.0, and 0.3 method names
     *    /rest/...                       HTTP+JSON: A2A 1.0, and 0.3 under /rest/v1
-    GET  /healthz                        alive: the process answers
+    GET  /healthz                        alive: the process can serve (503 once the bridge's
+                                         task group or the SDK's request machinery is gone)
     GET  /readyz                         ready: a new conversation could get an adapter now
     GET  /metrics                        Prometheus text format (needs the token, if one is set)
 
@@ -11,8 +12,10 @@ Every request passes the guard first (`guard.py`: Host allowlist, bearer token, 
 limit), then the gate (`gate.py`: the A2A checks the SDK does not make: JSON-RPC
 Content-Type, the version query parameter, media types). The lifespan owns the bridge
 (its adapters and background tasks), push delivery and the SDK's request handler, and
-shuts them down in order: running tasks are cancelled first, queued push notifications
-get a moment to go out, then every adapter tree is stopped.
+shuts them down in order: running tasks are cancelled first (server.py does it before
+uvicorn closes the connections, so streaming callers see CANCELED), then every adapter tree
+is stopped and the SDK's handler closed, then queued push notifications get a moment to go
+out (push.py, DRAIN_S), and last the bridge's task group ends.
 """
 
 from __future__ import annotations
@@ -126,8 +129,14 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     dispatcher.enable_v0_3_compat = True
     dispatcher._v03_adapter = Compat03Adapter(http_handler=handler, context_builder=context_builder)
 
+    # Whether the lifespan holds the bridge and the SDK's handler open (not closed by a
+    # shutdown or by a failure that ended the bridge's task group).
+    lifespan_up = {"value": False}
+
     async def healthz(_request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        if bridge.serving and lifespan_up["value"]:
+            return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "failing: the bridge cannot serve"}, status_code=503)
 
     async def readyz(_request: Request) -> Response:
         checks = readiness(settings, bridge)
@@ -152,9 +161,11 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         async with bridge, push:
+            lifespan_up["value"] = True
             try:
                 yield
             finally:
+                lifespan_up["value"] = False
                 await bridge.shutdown()
                 await handler.aclose()
 
@@ -178,7 +189,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         max_body_bytes=settings.max_body_bytes,
         on_refusal=bridge.metrics.http_refused,
     )
-    gate = Middleware(Gate, rpc_path=RPC_PATH)
+    gate = Middleware(Gate, rpc_path=RPC_PATH, max_parts=settings.max_parts)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard, gate])
     app.state.bridge = bridge
     app.state.task_store = task_store

@@ -22,8 +22,7 @@ from a2a.types.a2a_pb2 import (
 )
 
 from a2a_acp_bridge import __version__
-from a2a_acp_bridge.acp.prompt import PromptCapabilities
-from a2a_acp_bridge.acp.session import AgentInfo
+from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 
 # What every agent is given (text and data parts become text); the rest depends on what
 # the agent advertised at initialize (acp/prompt.py decides how each file reaches it).

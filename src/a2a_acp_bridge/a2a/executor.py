@@ -53,11 +53,12 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError
 
-from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message, reply_from_message
+from a2a_acp_bridge.a2a.failures import request_error, task_failure
+from a2a_acp_bridge.a2a.input import parsed_prompt, reply_from_message
+from a2a_acp_bridge.a2a.states import INTERRUPTED, OF_FINAL_STATE, TERMINAL
 from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
-from a2a_acp_bridge.acp.prompt import UnsupportedInputError
-from a2a_acp_bridge.bridge import Bridge, TaskTicket, TurnCancelled
-from a2a_acp_bridge.errors import AdapterError, CapacityError
+from a2a_acp_bridge.boundary import relative_text
+from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.events import FileChunk, QuestionAsked, TurnEvent
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.progress import (
@@ -72,29 +73,20 @@ from a2a_acp_bridge.progress import (
     TurnProgress,
 )
 from a2a_acp_bridge.prompt import BlobPart, LinkPart, PromptPart, TextPart
+from a2a_acp_bridge.turn import CALLER_CANCEL_REASON, Turn
 
 logger = logging.getLogger(__name__)
 
 CHANGES_ARTIFACT = "changes"
 # How long CancelTask waits for the turn to end and publish CANCELED itself; the bridge
-# gives the agent CANCEL_GRACE_S and then stops it, so this is a backstop.
+# gives the agent ACP_CANCEL_GRACE_MS (5 s by default) and then stops it, so this is a
+# backstop.
 CANCEL_WAIT_S = 15.0
 # How long a blocking SendMessage holds its task back in case the agent answers with a
 # direct message; longer turns are published as tasks.
 DIRECT_REPLY_WINDOW_S = 5.0
 STREAMING_METHODS = frozenset({"SendStreamingMessage", "message/stream"})
 SCHEMA_MEDIA_TYPE = "application/schema+json"
-
-_STATES = {
-    FinalState.COMPLETED: TaskState.TASK_STATE_COMPLETED,
-    FinalState.CANCELED: TaskState.TASK_STATE_CANCELED,
-    FinalState.REJECTED: TaskState.TASK_STATE_REJECTED,
-    FinalState.FAILED: TaskState.TASK_STATE_FAILED,
-}
-
-# States after which the task waits for nothing from the agent (INPUT_REQUIRED waits for
-# the caller).
-_FINAL_STATES = {*_STATES.values(), TaskState.TASK_STATE_INPUT_REQUIRED}
 
 
 def file_part(file: FileChunk) -> Part:
@@ -207,11 +199,13 @@ class TaskPublisher:
     async def _status(
         self, state: int, text: str | None = None, extra: Sequence[Part] = ()
     ) -> None:
-        if state in _FINAL_STATES:
+        if state in TERMINAL or state in INTERRUPTED:
             self.final_state = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             self.final_message = text
         status = TaskStatus(state=state)  # type: ignore[arg-type]
         status.timestamp.GetCurrentTime()
+        if text:
+            text = relative_text(text, self.root())  # titles name paths under the root
         if text or extra:
             parts = [Part(text=text)] if text else []
             status.message.CopyFrom(self._message([*parts, *extra]))
@@ -307,26 +301,26 @@ class TaskPublisher:
 
 
 class TaskRun:
-    """One task's turn on the agent. It runs in the bridge's task group, so it outlives the
-    execute() call that started it: a question pauses the request, not the turn."""
+    """The publishing side of one task's turn. It runs in the bridge's task group, so it
+    outlives the execute() call that started it: a question pauses the request, not the
+    turn. The turn's own state (ids, cancel, question, end, completion) is `turn`."""
 
     def __init__(
         self,
         executor: BridgeExecutor,
         publisher: TaskPublisher,
-        ticket: TaskTicket,
+        turn: Turn,
         prompt: Sequence[PromptPart],
     ) -> None:
         self.executor = executor
         self.bridge = executor.bridge
         self.publisher = publisher
-        self.ticket = ticket
+        self.turn = turn
         self.prompt = prompt
         self.progress = TurnProgress()
-        self.question: QuestionAsked | None = None
-        # Set when the turn ended (terminal state published) or asks the caller.
+        # Set when the task waits for nothing from this request: its final state is
+        # published, or its question is.
         self.paused = anyio.Event()
-        self.finished = anyio.Event()
 
     async def on_events(self, batch: list[TurnEvent]) -> float | None:
         publisher = self.publisher
@@ -336,69 +330,41 @@ class TaskRun:
         outputs = self.progress.feed(batch)
         if outputs:
             await self.publisher.publish(outputs)
-            for output in outputs:
-                if type(output) is Question:
-                    assert isinstance(output, Question)
-                    self.question = output.question
-                    self.paused.set()
+            if any(type(output) is Question for output in outputs):
+                self.paused.set()
         return HOLD_S if self.progress.holding else None
 
     async def drive(self) -> None:
-        task_id = self.ticket.task_id
-        context_id = self.ticket.context_id
-        with log_ids(task_id=task_id, context_id=context_id):
-            await self._drive(task_id, context_id)
-
-    async def _drive(self, task_id: str, context_id: str) -> None:
-        publisher = self.publisher
-        try:
-            await self._turn(task_id, context_id, publisher)
-        except Exception:
-            logger.exception("task failed unexpectedly")
-            # Nothing may escape: this runs in the bridge's task group.
+        turn = self.turn
+        with log_ids(task_id=turn.task_id, context_id=turn.context_id):
             try:
-                with anyio.CancelScope(shield=True):
-                    await publisher.status(
-                        TaskState.TASK_STATE_FAILED, "The bridge failed unexpectedly (see its log)."
-                    )
-            except Exception:
-                logger.exception("could not publish the failure", extra={"task_id": task_id})
-        finally:
-            self.executor.runs.pop(task_id, None)
-            self.finished.set()
-            self.paused.set()
+                await self._turn()
+            except Exception as exc:
+                # Nothing may escape: this runs in the bridge's task group.
+                await self._fail(exc)
+            finally:
+                self.executor.runs.pop(turn.task_id, None)
+                self.bridge.finish(turn)
+                self.paused.set()
 
-    async def _turn(self, task_id: str, context_id: str, publisher: TaskPublisher) -> None:
-        ticket = self.ticket
-        progress = self.progress
+    async def _fail(self, exc: Exception) -> None:
+        state, message = task_failure(exc, self.turn)
         try:
-            outcome = await self.bridge.run_turn(ticket, self.prompt, self.on_events)
-        except TurnCancelled:
-            await publisher.publish(progress.finish())
-            await publisher.status(TaskState.TASK_STATE_CANCELED, ticket.cancel_reason)
-            return
-        except CapacityError as exc:
-            # A cap is reached: said at once, never queued silently (docs/operations.md).
-            await publisher.status(TaskState.TASK_STATE_REJECTED, str(exc))
-            return
-        except UnsupportedInputError as exc:
-            await publisher.status(TaskState.TASK_STATE_FAILED, str(exc))
-            return
-        except AdapterError as exc:
-            await publisher.publish(progress.finish())
-            if ticket.cancel_requested:
-                await publisher.status(TaskState.TASK_STATE_CANCELED, ticket.cancel_reason)
-            else:
-                await publisher.status(TaskState.TASK_STATE_FAILED, str(exc))
-            return
+            with anyio.CancelScope(shield=True):
+                await self.publisher.publish(self.progress.finish())
+                await self.publisher.status(state, message)
+        except Exception:
+            logger.exception("could not publish the failure")
+
+    async def _turn(self) -> None:
+        turn = self.turn
+        publisher = self.publisher
+        progress = self.progress
+        end = await self.bridge.run_turn(turn, self.prompt, self.on_events)
         await publisher.publish(progress.finish())
-        end = outcome.end
-        session_id = ticket.session_id or ""
-        cancelled = ticket.cancel_requested or outcome.cancelled_by_bridge
+        session_id = turn.session_id or ""
         result = progress.outcome(
-            end,
-            cancel_reason=ticket.cancel_reason if cancelled else None,
-            agent=self.bridge.agent_label,
+            end, cancel_reason=turn.cancel_reason, agent=self.bridge.agent_label
         )
         publisher.report = {
             "session_id": session_id,
@@ -414,9 +380,9 @@ class TaskRun:
             and await publisher.reply_directly()
         ):
             return
-        data = progress.summary(end, session_id=session_id)
+        data = _relative(progress.summary(end, session_id=session_id), publisher.root())
         await publisher.answer([new_data_part(data, media_type="application/json")], last=True)
-        await publisher.status(_STATES[result.state], result.message)
+        await publisher.status(OF_FINAL_STATE[result.state], result.message)
 
 
 class BridgeExecutor(AgentExecutor):
@@ -474,15 +440,15 @@ class BridgeExecutor(AgentExecutor):
         ids = {"taskId": task_id, "contextId": context_id, "messageId": message.message_id}
 
         run = self.runs.get(task_id)
-        if run is not None and run.question is not None:
+        if run is not None and run.turn.question is not None:
             found.append(run.publisher)
             await self._answer(run, message, event_queue, ids)
             return
 
         try:
-            prompt = prompt_from_message(message)
-        except InputProblem as problem:
-            raise InvalidParamsError(message=str(problem)) from None
+            prompt = parsed_prompt(context.call_context.state, message)
+        except Exception as exc:
+            raise request_error(exc, "SendMessage") from None
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("task prompt", extra={"prompt": [_loggable(part) for part in prompt]})
         task = None
@@ -496,7 +462,11 @@ class BridgeExecutor(AgentExecutor):
             context_id,
             lambda: self.bridge.root_of(context_id),
             task=task,
-            defer=bool(prompt) and _may_reply_directly(context),
+            # Held back only for an agent that may answer with a message (unknown before
+            # the first adapter starts): any other task is visible from this moment on.
+            defer=bool(prompt)
+            and self.bridge.direct_replies is not False
+            and _may_reply_directly(context),
         )
         found.append(publisher)
         if not prompt:
@@ -507,8 +477,8 @@ class BridgeExecutor(AgentExecutor):
             )
             return
         # Registered before the task is visible, so a CancelTask always finds it.
-        ticket = self.bridge.ticket(task_id, context_id, message.message_id or None)
-        run = TaskRun(self, publisher, ticket, prompt)
+        turn = self.bridge.accept(task_id, context_id, message.message_id or None)
+        run = TaskRun(self, publisher, turn, prompt)
         self.runs[task_id] = run
         if not publisher.deferring:
             await publisher.status(TaskState.TASK_STATE_WORKING)
@@ -524,22 +494,19 @@ class BridgeExecutor(AgentExecutor):
         self, run: TaskRun, message: Message, queue: EventQueue, ids: dict[str, str]
     ) -> None:
         """The caller's message answers the agent's pending question."""
-        question = run.question
-        assert question is not None
+        pending = run.turn.question
+        assert pending is not None
+        question = pending.asked
         run.publisher.queue = queue
         reply = reply_from_message(message, question, ids)
         if isinstance(reply, str):
             await run.publisher.ask(question, reply[:1].upper() + reply[1:])
             return
-        run.question = None
         run.paused = anyio.Event()
         # The status update is what puts the caller's message into the task's history.
         await run.publisher.status(TaskState.TASK_STATE_WORKING)
-        if not self.bridge.answer_question(run.ticket.task_id, question.question_id, reply):
-            logger.warning(
-                "answer for a question no longer pending",
-                extra={"task_id": run.ticket.task_id},
-            )
+        if not run.turn.answer(question.question_id, reply):
+            logger.warning("answer for a question no longer pending")
         await run.paused.wait()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -549,18 +516,18 @@ class BridgeExecutor(AgentExecutor):
         run = self.runs.get(task_id)
         if run is not None:
             run.publisher.queue = event_queue
-        known = await self.bridge.cancel(task_id)
-        if run is not None:
+        turn = self.bridge.turn(task_id)
+        await self.bridge.cancel(task_id)
+        if turn is not None:
+            # The turn publishes CANCELED itself, so streaming subscribers see it.
             with anyio.move_on_after(CANCEL_WAIT_S):
-                await run.finished.wait()
-            if run.finished.is_set():
+                await turn.done.wait()
+            if turn.done.is_set():
                 return
-        elif known and await self.bridge.wait_done(task_id, CANCEL_WAIT_S):
-            return
         current = context.current_task
         context_id = current.context_id if current is not None else (context.context_id or "")
         publisher = TaskPublisher(event_queue, task_id, context_id)
-        await publisher.status(TaskState.TASK_STATE_CANCELED, "Cancelled at the caller's request.")
+        await publisher.status(TaskState.TASK_STATE_CANCELED, CALLER_CANCEL_REASON)
 
 
 def _may_reply_directly(context: RequestContext) -> bool:
@@ -584,6 +551,17 @@ def _loggable(part: PromptPart) -> str:
     if isinstance(part, LinkPart):
         return f"<link {part.uri}>"
     return part.as_text()
+
+
+def _relative(value: Any, root: Path | None) -> Any:
+    """The report with the root's absolute path written relative to it in every text."""
+    if isinstance(value, str):
+        return relative_text(value, root)
+    if isinstance(value, dict):
+        return {key: _relative(item, root) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relative(item, root) for item in value]
+    return value
 
 
 def _display_path(path: str, root: Path | None) -> str:

@@ -7,9 +7,9 @@ the store. A follow-up that names only its taskId is given that task's contextId
 the SDK sees it (a2a-sdk 1.3.0 would invent a fresh one and store the message under it); a
 message to a terminal task is refused here (-32004), before the SDK builds a task runner it
 would then leak.
-Any exception the SDK did not turn into an A2A error is logged with its
-traceback and answered with a plain internal error: the caller never sees a traceback or
-a foreign exception's text.
+Any exception the SDK did not turn into an A2A error is mapped at the one boundary,
+a2a/failures.py: logged with its traceback and answered with a plain internal error, so
+the caller never sees a traceback or a foreign exception's text.
 """
 
 from __future__ import annotations
@@ -34,29 +34,19 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     A2AError,
-    ContentTypeNotSupportedError,
-    InternalError,
     InvalidParamsError,
     UnsupportedOperationError,
 )
 
-from a2a_acp_bridge.a2a.input import InputProblem, prompt_from_message
-from a2a_acp_bridge.acp.prompt import UnsupportedInputError, check_acceptable
+from a2a_acp_bridge.a2a.failures import request_error
+from a2a_acp_bridge.a2a.input import parsed_prompt
+from a2a_acp_bridge.a2a.states import BUSY, TERMINAL
 from a2a_acp_bridge.bridge import Bridge
+from a2a_acp_bridge.prompt import check_acceptable
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-INTERNAL = "Internal error (see the bridge's log)"
-BUSY_STATES = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
-TERMINAL_STATES = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
 
 
 class BridgeRequestHandler(DefaultRequestHandler):
@@ -66,35 +56,38 @@ class BridgeRequestHandler(DefaultRequestHandler):
         super().__init__(**kwargs)
         self.bridge = bridge
 
-    def check_input(self, params: SendMessageRequest) -> None:
+    def check_input(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
+        limit = self.bridge.settings.max_parts
+        if len(params.message.parts) > limit:
+            raise InvalidParamsError(
+                message=f"the message has {len(params.message.parts)} parts; at most {limit} "
+                "are accepted (A2A_MAX_PARTS)"
+            )
         try:
-            parts = prompt_from_message(params.message)
-        except InputProblem as problem:
-            raise InvalidParamsError(message=str(problem)) from None
-        caps = self.bridge.prompt_capabilities
-        if caps is not None and parts:
-            try:
+            parts = parsed_prompt(context.state, params.message)
+            caps = self.bridge.prompt_capabilities
+            if caps is not None and parts:
                 check_acceptable(parts, caps)
-            except UnsupportedInputError as exc:
-                raise ContentTypeNotSupportedError(message=str(exc)) from None
+        except Exception as exc:
+            raise request_error(exc, "SendMessage") from None
 
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
-        self.check_input(params)
+        self.check_input(params, context)
         message = params.message
         if not message.task_id:
             return
         task = await self.task_store.get(message.task_id, context)
         if not isinstance(task, Task):
             return  # the SDK answers TaskNotFoundError
-        if task.status.state in TERMINAL_STATES:
+        if task.status.state in TERMINAL:
             # Refused here: the SDK would first make (and leak) a task runner for it.
             state = TaskState.Name(task.status.state)
             raise UnsupportedOperationError(
                 message=f"Task {task.id} is in terminal state: {state}; "
                 "send a new message in its context instead"
             )
-        if task.status.state in BUSY_STATES:
+        if task.status.state in BUSY:
             # The SDK would queue it behind the running turn and drop it when the task ends.
             raise UnsupportedOperationError(
                 message=f"Task {task.id} is still working: wait until it completes or asks "
@@ -108,9 +101,8 @@ class BridgeRequestHandler(DefaultRequestHandler):
             return await call()
         except A2AError:
             raise
-        except Exception:
-            logger.exception("request failed unexpectedly", extra={"operation": name})
-            raise InternalError(message=INTERNAL) from None
+        except Exception as exc:
+            raise request_error(exc, name) from None
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -169,8 +161,7 @@ class BridgeRequestHandler(DefaultRequestHandler):
                 yield event
         except A2AError:
             raise
-        except Exception:
-            logger.exception("stream failed unexpectedly", extra={"operation": name})
-            raise InternalError(message=INTERNAL) from None
+        except Exception as exc:
+            raise request_error(exc, name) from None
         finally:
             await stream.aclose()

@@ -5,13 +5,16 @@ data (`data`) become the matching prompt part, which the ACP side turns into con
 agent accepts. Nothing is dropped silently: a part the bridge cannot carry, or one over the
 budget, is an InvalidParams error that names it.
 
+A message is parsed once per request (`parsed_prompt`): the request handler checks its
+parts before any task exists, and the executor hands the same parts to the agent.
+
 When the task waits for the answer to the agent's question, the caller's next message is
 that answer instead (`reply_from_message`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from a2a.types.a2a_pb2 import Message
@@ -27,8 +30,24 @@ MAX_FILES_BYTES = 16 * 1024 * 1024
 MAX_TEXT_CHARS = 1024 * 1024
 
 
+# Where a request's parsed message is kept, in its ServerCallContext.state.
+PARSED_PROMPT = "a2a_acp_bridge.parsed_prompt"
+
+
 class InputProblem(BridgeError):
     """The message cannot be given to the agent as it is."""
+
+
+def parsed_prompt(state: MutableMapping[str, Any], message: Message) -> list[PromptPart]:
+    """The message's prompt parts, parsed on the first call of a request and kept in its
+    call state for the next (InputProblem when the message cannot be carried)."""
+    found = state.get(PARSED_PROMPT)
+    if found is not None and found[0] == message.message_id:
+        parts: list[PromptPart] = found[1]
+        return parts
+    parts = prompt_from_message(message)
+    state[PARSED_PROMPT] = (message.message_id, parts)
+    return parts
 
 
 def prompt_from_message(message: Message) -> list[PromptPart]:

@@ -16,8 +16,9 @@ from collections import OrderedDict
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types.a2a_pb2 import Artifact, Part, Task, TaskState
+from a2a.types.a2a_pb2 import Artifact, Part, Task
 
+from a2a_acp_bridge.a2a.states import TERMINAL
 from a2a_acp_bridge.config import DEFAULT_TASK_RETENTION
 
 ANSWER_ARTIFACT = "answer"
@@ -48,16 +49,6 @@ def _plain_text(part: Part) -> bool:
     )
 
 
-FINISHED = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-
-
 class TaskStore(InMemoryTaskStore):
     """In memory, without copies, answer parts folded as they arrive; at most
     `retention` finished tasks are kept, the oldest finished first to go."""
@@ -74,7 +65,7 @@ class TaskStore(InMemoryTaskStore):
                 fold_last_text_part(artifact)
                 break
         await super().save(task, context)
-        if task.status.state in FINISHED and task.id not in self._finished:
+        if task.status.state in TERMINAL and task.id not in self._finished:
             self._finished[task.id] = context
             while len(self._finished) > self._retention:
                 oldest, owner = self._finished.popitem(last=False)

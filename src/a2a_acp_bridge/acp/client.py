@@ -9,18 +9,19 @@ keyword arguments named exactly as the SDK expects.
   task in the SDK, so awaiting here would let chunks overtake each other.
 - `request_permission` is answered by the classifier (`permissions.decide` and
   `permissions.answer`), never by the A2A caller; every decision is logged and travels to
-  the task as a `PermissionSeen` event.
+  the task as a `PermissionSeen` event. A request that arrives while no turn of the session
+  runs, or after session/cancel, is answered `cancelled`.
 - `create_elicitation` (ACP `elicitation/create`, form mode) is a question for the
-  agent's user: it becomes a `QuestionAsked` event (the task goes INPUT_REQUIRED) and
-  waits, bounded, for `SessionState.answer`; a cancelled turn, or no answer in time,
-  declines it. A permission request never takes this path.
+  agent's user: it is held on the running `Turn` and becomes a `QuestionAsked` event (the
+  task goes INPUT_REQUIRED) until the caller answers; a cancelled turn declines it, and the
+  turn's deadlines (deadlines.py) decline it when no answer comes in time. A permission
+  request never takes this path.
 - fs and terminal methods are not advertised, so adapters use their own tools, each of
   which is gated by a permission request; the handlers here answer "method not found".
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import logging
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
 
+import anyio
 from acp import RequestError
 from acp.schema import (
     AcceptElicitationResponse,
@@ -58,29 +60,27 @@ from acp.schema import (
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
-    UsageUpdate,
 )
 from acp.schema import (
     PermissionOption as AcpPermissionOption,
 )
 from pydantic import ValidationError
 
-from a2a_acp_bridge.adapters import refusal_effect
+from a2a_acp_bridge.adapters import is_unsupervised_mode, refusal_effect
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.events import (
     FileChunk,
     FileDiff,
     ModeSeen,
-    Notice,
     PermissionSeen,
     PlanEntry,
     PlanSeen,
     QuestionAsked,
-    QuestionReply,
     TextChunk,
     ToolCallSeen,
     TurnEvent,
 )
+from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.permissions import (
     REJECT_KINDS,
     Answer,
@@ -95,24 +95,25 @@ from a2a_acp_bridge.permissions import (
     decide,
     refusal_record,
 )
+from a2a_acp_bridge.turn import Turn
 
 logger = logging.getLogger(__name__)
 
 # Tool calls remembered per session for requests that omit kind or locations
 # (claude-code-acp 0.16 sends neither in the permission request).
 TOOL_CALL_MEMORY = 512
-# How long a question may wait for the caller's answer unless the session says otherwise.
-QUESTION_TIMEOUT_S = 3600.0
 
 
 class EventSink:
-    """A session's FIFO of turn events: appended synchronously, drained by one consumer."""
+    """A session's FIFO of turn events: appended synchronously, drained by one consumer.
+
+    `last_activity` is when the agent last proved alive (any update), on the monotonic clock."""
 
     __slots__ = ("_items", "_wake", "last_activity")
 
     def __init__(self) -> None:
         self._items: deque[TurnEvent] = deque()
-        self._wake = asyncio.Event()
+        self._wake = anyio.Event()
         self.last_activity = time.monotonic()
 
     def put(self, event: TurnEvent) -> None:
@@ -131,7 +132,8 @@ class EventSink:
     def drain(self) -> list[TurnEvent]:
         items = list(self._items)
         self._items.clear()
-        self._wake.clear()
+        if self._wake.is_set():
+            self._wake = anyio.Event()
         return items
 
     def discard(self) -> None:
@@ -143,48 +145,37 @@ class EventSink:
 
 @dataclass
 class SessionState:
-    """What the client knows about one ACP session it serves."""
+    """What the client knows about one ACP session it serves; `turn` is the task whose
+    turn runs on it now (None between turns)."""
 
     boundary: Boundary
     supervision: Supervision
     sink: EventSink = field(default_factory=EventSink)
+    turn: Turn | None = None
     current_mode: str | None = None
     mode_config_id: str | None = None
-    cancelling: bool = False
-    context_id: str | None = None
-    task_id: str | None = None
     tool_calls: dict[str, ToolCallSeen] = field(default_factory=dict)
-    last_usage: dict[str, Any] = field(default_factory=dict)
     mode_listeners: list[Callable[[str], None]] = field(default_factory=list)
-    questions: dict[str, asyncio.Future[QuestionReply]] = field(default_factory=dict)
-    question_timeout_s: float = QUESTION_TIMEOUT_S
-
-    def answer(self, question_id: str, reply: QuestionReply) -> bool:
-        """Hand the caller's answer to a pending question; False if it is not pending."""
-        future = self.questions.get(question_id)
-        if future is None or future.done():
-            return False
-        future.set_result(reply)
-        return True
-
-    def decline_questions(self) -> None:
-        """Every pending question is declined (the turn is being cancelled)."""
-        for future in self.questions.values():
-            if not future.done():
-                future.set_result(QuestionReply("decline"))
 
     def remember(self, seen: ToolCallSeen) -> ToolCallSeen:
-        """Merge a tool call into what is known of it (a repeated tool_call updates it)."""
+        """Merge a tool call into what is known of it (a repeated tool_call updates it).
+
+        Paths only accumulate: a later update or request with an empty list never erases a
+        location or a diff an earlier tool_call with the same id announced (the permission
+        is decided on all of them)."""
         known = self.tool_calls.get(seen.tool_call_id)
         if known is not None:
+            locations = known.locations
+            if seen.locations is not None:
+                locations = tuple(dict.fromkeys((*(known.locations or ()), *seen.locations)))
             seen = ToolCallSeen(
                 tool_call_id=seen.tool_call_id,
                 started=seen.started,
                 title=seen.title if seen.title is not None else known.title,
                 kind=seen.kind if seen.kind is not None else known.kind,
                 status=seen.status if seen.status is not None else known.status,
-                locations=seen.locations if seen.locations is not None else known.locations,
-                diffs=seen.diffs or known.diffs,
+                locations=locations,
+                diffs=(*known.diffs, *(d for d in seen.diffs if d not in known.diffs)),
                 raw_input=seen.raw_input if seen.raw_input is not None else known.raw_input,
             )
         elif len(self.tool_calls) >= TOOL_CALL_MEMORY:
@@ -285,21 +276,14 @@ class BridgeClient:
         elif kind is CurrentModeUpdate:
             state.set_mode(update.current_mode_id)
         elif kind is ConfigOptionUpdate:
-            mode = mode_from_config_options(update.config_options)
+            mode = mode_from_config_options(update.config_options, state.mode_config_id)
             if mode is not None:
-                state.mode_config_id = mode[0]
+                state.mode_config_id = state.mode_config_id or mode[0]
                 state.set_mode(mode[1])
             else:
                 sink.touch()
-        elif kind is UsageUpdate:
-            state.last_usage = {"used": update.used, "size": update.size}
-            if update.cost is not None:
-                state.last_usage["cost"] = {
-                    "amount": update.cost.amount,
-                    "currency": update.cost.currency,
-                }
-            sink.touch()
         else:
+            # usage_update and kinds the bridge does not show: proof of life only.
             sink.touch()
 
     # --- session/request_permission ----------------------------------------------------
@@ -321,12 +305,19 @@ class BridgeClient:
             return _cancelled()
         state.sink.touch()
         request = self._request_from(state, tool_call, offered)
-        if state.cancelling:
+        turn = state.turn
+        if turn is None:
+            # Between turns nobody asked for this action: it is no task's to allow.
+            reply = Answer(None, note="no turn is running")
+            decision = Decision(
+                False, Rule.NO_TURN, "no turn of this session was running, so no task asked for it"
+            )
+        elif turn.interrupted:
             reply = Answer(None, note="the turn is being cancelled")
             decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
         else:
             decision, reply = self._classify(state, request, offered)
-        self._record(state, session_id, request, decision, reply)
+        self._record(state, turn, session_id, request, decision, reply)
         if reply.option_id is None:
             return _cancelled()
         return RequestPermissionResponse(
@@ -336,37 +327,41 @@ class BridgeClient:
     def _record(
         self,
         state: SessionState,
+        turn: Turn | None,
         session_id: str,
         request: PermissionRequest,
         decision: Decision,
         reply: Answer,
     ) -> None:
-        """Log a decision, count it, and tell the task (a refusal is always reported)."""
+        """Log a decision, count it, and tell the task (a refusal is always reported).
+        Outside a turn it is nobody's: logged without any task's ids, told to no task."""
         offered = request.options
         allowed = decision.allow and reply.allows
         refusal = None if allowed else refusal_record(request, decision, reply)
         verdict = "allow" if allowed else "deny"
         if self._on_decision is not None:
             self._on_decision(verdict, decision.rule.value)
-        logger.info(
-            "permission decided",
-            extra={
-                "session_id": session_id,
-                "context_id": state.context_id,
-                "task_id": state.task_id,
-                "tool_call_id": request.tool_call_id,
-                "title": request.label,
-                "kind": request.kind,
-                "locations": list(request.locations),
-                "verdict": verdict,
-                "rule": decision.rule.value,
-                "reason": decision.reason,
-                "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],
-                "chosen": reply.option_id,
-                "turn_effect": reply.turn_effect.value,
-            },
-        )
-        if not state.cancelling:
+        # The connection's tasks inherit the ids bound when the adapter started: unbind them.
+        with log_ids(task_id=None, context_id=None):
+            logger.info(
+                "permission decided",
+                extra={
+                    "session_id": session_id,
+                    "context_id": turn.context_id if turn is not None else None,
+                    "task_id": turn.task_id if turn is not None else None,
+                    "tool_call_id": request.tool_call_id,
+                    "title": request.label,
+                    "kind": request.kind,
+                    "locations": list(request.locations),
+                    "verdict": verdict,
+                    "rule": decision.rule.value,
+                    "reason": decision.reason,
+                    "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],
+                    "chosen": reply.option_id,
+                    "turn_effect": reply.turn_effect.value,
+                },
+            )
+        if turn is not None and not turn.interrupted:
             state.sink.put(
                 PermissionSeen(
                     tool_call_id=request.tool_call_id,
@@ -405,10 +400,11 @@ class BridgeClient:
                 extra={"agent": self.label, "problem": problem},
             )
             return
+        turn = state.turn
         state.sink.touch()
         effect = refusal_effect(state.supervision.profile, None, leaving_plan=False)
         reply = Answer(None, turn_effect=effect, note=problem)
-        self._record(state, str(session_id), request, decision, reply)
+        self._record(state, turn, str(session_id), request, decision, reply)
 
     def _classify(
         self, state: SessionState, request: PermissionRequest, offered: list[PermissionOption]
@@ -445,9 +441,10 @@ class BridgeClient:
         paths: list[str] = list(seen.locations or ())
         # Every path a diff touches counts too: for a move, codex lists the source in
         # `locations` and carries the destination only in the diff.
-        for diff in seen.diffs:
-            if diff.path not in paths:
-                paths.append(diff.path)
+        diff_paths = tuple(dict.fromkeys(diff.path for diff in seen.diffs))
+        for path in diff_paths:
+            if path not in paths:
+                paths.append(path)
         return PermissionRequest(
             tool_call_id=seen.tool_call_id,
             title=seen.title,
@@ -455,6 +452,7 @@ class BridgeClient:
             locations=tuple(paths),
             raw_input=seen.raw_input,
             options=tuple(offered),
+            diffs=diff_paths,
         )
 
     # --- elicitation/create ---------------------------------------------------------------
@@ -471,36 +469,27 @@ class BridgeClient:
                 extra={"agent": self.label, "mode": type(mode).__name__},
             )
             return DeclineElicitationResponse(action="decline")
-        if state is None or state.cancelling:
+        turn = state.turn if state is not None else None
+        if state is None or turn is None or turn.interrupted:
             return DeclineElicitationResponse(action="decline")
         schema = mode.requested_schema.model_dump(by_alias=True, exclude_none=True, mode="json")
-        question_id = uuid.uuid4().hex
-        future: asyncio.Future[QuestionReply] = asyncio.get_running_loop().create_future()
-        state.questions[question_id] = future
-        state.sink.put(
-            QuestionAsked(
-                question_id=question_id,
-                message=message,
-                schema=schema,
-                tool_call_id=getattr(mode, "tool_call_id", None),
-            )
+        asked = QuestionAsked(
+            question_id=uuid.uuid4().hex,
+            message=message,
+            schema=schema,
+            tool_call_id=getattr(mode, "tool_call_id", None),
         )
+        pending = turn.ask(asked)
+        state.sink.put(asked)
         logger.info(
             "agent asks the caller a question",
-            extra={"task_id": state.task_id, "context_id": state.context_id, "agent": self.label},
+            extra={"task_id": turn.task_id, "context_id": turn.context_id, "agent": self.label},
         )
         try:
-            reply = await asyncio.wait_for(asyncio.shield(future), state.question_timeout_s)
-        except TimeoutError:
-            reply = QuestionReply("decline")
-            state.sink.put(
-                Notice(
-                    f"No answer came within {state.question_timeout_s:g} s: the bridge "
-                    "declined the question for the caller."
-                )
-            )
+            # Bounded by the turn's question deadline, which declines it (deadlines.py).
+            reply = await pending.wait()
         finally:
-            state.questions.pop(question_id, None)
+            turn.question_settled(pending)
             state.sink.touch()
         meta = dict(reply.meta) if reply.meta else None
         if reply.action == "accept":
@@ -623,15 +612,33 @@ def _tool_call_seen(
     )
 
 
-def mode_from_config_options(options: Any) -> tuple[str, str] | None:
-    """(config id, current value) of the option of category `mode`, if there is one."""
-    for option in options or ():
-        if (
+def mode_option(options: Any, config_id: str | None = None) -> Any:
+    """The session's mode among config options: the select option whose id is `config_id`
+    (the one the bridge set) when there is one, else one of category `mode`. When several
+    claim to be the mode, the one that selects a mode acting without asking is returned:
+    an update is judged by the mode it selects, not by whichever entry comes first."""
+    candidates = [
+        option
+        for option in options or ()
+        if getattr(option, "type", None) == "select"
+        and (
             getattr(option, "category", None) == "mode"
-            and getattr(option, "type", None) == "select"
-        ):
-            return str(option.id), str(option.current_value)
-    return None
+            or (config_id is not None and str(getattr(option, "id", "")) == config_id)
+        )
+    ]
+    for option in candidates:
+        if config_id is not None and str(option.id) == config_id:
+            return option
+    for option in candidates:
+        if is_unsupervised_mode(str(option.current_value)):
+            return option
+    return candidates[0] if candidates else None
+
+
+def mode_from_config_options(options: Any, config_id: str | None = None) -> tuple[str, str] | None:
+    """(config id, current value) of the session's mode option (see `mode_option`)."""
+    option = mode_option(options, config_id)
+    return None if option is None else (str(option.id), str(option.current_value))
 
 
 def mode_values(option: Any) -> list[str]:

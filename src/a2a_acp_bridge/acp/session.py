@@ -3,22 +3,22 @@
 `AgentSession.start` spawns the adapter, runs `initialize` (protocol version 1, no fs or
 terminal capability; form elicitation, which needs the SDK's unstable switch), opens the
 session (`session/load` of the previous one when the agent can, else `session/new`, with
-an absolute cwd and no MCP servers) and puts it in its supervised mode, failing closed.
-`run_turn` prompts and streams the turn's events to a callback, bounded by a silence
-deadline that every update resets and an optional hard cap; a session that leaves
-supervision during the turn has the turn cancelled and its mode switched back.
-`cancel_turn` sends `session/cancel`; `close` ends the session and stops the whole
-process tree.
+an absolute cwd and no MCP servers; refused for want of authentication, `acp/auth.py`
+logs the adapter in once and asks again) and puts it in its supervised mode, failing closed.
+`run_turn` prompts for one `Turn` and streams its events to a callback, keeping the
+turn's deadlines (deadlines.py: silence, hard cap, cancel grace, question wait, coalescing
+tick); a session that leaves supervision during the turn has the turn cancelled and its
+mode switched back. `cancel_turn` sends `session/cancel`; `close` ends the session and
+stops the whole process tree. One concurrency library throughout: anyio.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -32,17 +32,22 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from a2a_acp_bridge import __version__
+from a2a_acp_bridge.acp.auth import AUTH_REQUIRED, Authenticator, StepCallback, describe_offer
 from a2a_acp_bridge.acp.client import (
     BridgeClient,
+    EventSink,
     SessionState,
     mode_from_config_options,
+    mode_option,
     mode_values,
 )
 from a2a_acp_bridge.acp.process import AdapterProcess, spawn
-from a2a_acp_bridge.acp.prompt import PromptCapabilities, to_content_blocks
-from a2a_acp_bridge.acp.transport import StdioTransport
+from a2a_acp_bridge.acp.prompt import to_content_blocks
+from a2a_acp_bridge.acp.transport import DEFAULT_MAX_LINE_BYTES, StdioTransport
 from a2a_acp_bridge.adapters import READ_ONLY_MODES, is_unsupervised_mode, profile_for
+from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary
+from a2a_acp_bridge.deadlines import Due, TurnDeadlines
 from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
@@ -51,93 +56,71 @@ from a2a_acp_bridge.errors import (
     SupervisionError,
     SupervisionLostError,
 )
-from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.events import Notice, QuestionReply, TurnEnd, TurnEvent
 from a2a_acp_bridge.isolation import Confined
 from a2a_acp_bridge.permissions import Answerer, Decider, Supervision, answer, decide
 from a2a_acp_bridge.prompt import PromptPart
+from a2a_acp_bridge.turn import Turn, TurnCancelled
 
 logger = logging.getLogger(__name__)
 
 # How long a mode change may take to be reported after session/set_mode answered.
 MODE_READBACK_S = 2.0
-# Bound on each control call (set_mode, cancel, close): they answer in milliseconds.
+# Bound on each control call (set_mode, set_config_option, cancel): they answer in
+# milliseconds.
 CONTROL_CALL_S = 10.0
 # Bound on session/close and on the SDK's own teardown when a session ends.
 CLOSE_CALL_S = 2.0
-# After session/cancel, how long the agent gets to end its turn before the bridge stops it.
-DEFAULT_CANCEL_GRACE_S = 5.0
 # After a crash is seen, how long to wait for the exit status and the end of stderr.
 EXIT_REPORT_S = 1.0
 # JSON-RPC errors that mean "this method or these params are unknown here".
 UNKNOWN_CALL_CODES = (-32601, -32602)
-# The ACP error for "authentication required".
-AUTH_REQUIRED = -32000
 
 
 @dataclass(frozen=True)
-class AgentInfo:
-    """Who the adapter says it is at initialize."""
-
-    name: str | None = None
-    title: str | None = None
-    version: str | None = None
-
-    def display(self, fallback: str) -> str:
-        """The name in messages: the package name without its npm scope."""
-        name = self.name or fallback
-        if name.startswith("@") and "/" in name:
-            name = name.split("/", 1)[1]
-        return name
-
-
-@dataclass(frozen=True)
-class StartPlan:
-    """Everything needed to start one adapter session."""
+class SessionSpec:
+    """Everything needed to start one adapter session and run its turns."""
 
     command: Sequence[str]
     label: str
     env: Mapping[str, str]
     boundary: Boundary
+    # Bounds, from the settings: the start (spawn to supervised session), the agent's
+    # grace after session/cancel, and a question's wait for the caller's answer.
+    start_timeout_s: float
+    cancel_grace_s: float
+    question_timeout_s: float
     supervised_mode: str | None = None  # operator override (ACP_SUPERVISED_MODE)
     load_session_id: str | None = None
-    start_timeout_s: float = 60.0
     # The permission classifier; an external channel replaces these two.
     decider: Decider = decide
     answerer: Answerer = answer
     # Told of every permission decision: (verdict "allow" | "deny", rule). For metrics.
     on_decision: Callable[[str, str], None] | None = None
-    question_timeout_s: float = 3600.0
-    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
+    auth_method: str | None = None  # the operator's choice (ACP_AUTH_METHOD)
+    on_step: StepCallback | None = None  # told of each start step that succeeded (doctor)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # ACP_MAX_LINE_BYTES
     # How the kernel confines the adapter (isolation.py); None: unconfined.
     confined: Confined | None = None
-
-
-@dataclass
-class TurnOutcome:
-    """How a turn ended, as far as the ACP side knows."""
-
-    end: TurnEnd
-    cancelled_by_bridge: bool = False
-    prompted: bool = True
-    notes: list[str] = field(default_factory=list)
 
 
 class AgentSession:
     """A started adapter and its one session."""
 
-    def __init__(self, process: AdapterProcess, plan: StartPlan) -> None:
+    def __init__(self, process: AdapterProcess, spec: SessionSpec) -> None:
         self.process = process
-        self.plan = plan
+        self.spec = spec
         self.client = BridgeClient(
-            plan.label, plan.decider, plan.answerer, on_decision=plan.on_decision
+            spec.label, spec.decider, spec.answerer, on_decision=spec.on_decision
         )
         self.transport = StdioTransport(
             process.stdout,
             process.stdin,
             self.client.update_from_wire,
-            label=plan.label,
+            label=spec.label,
             on_broken=self._on_broken,
             on_bad_permission=self.client.malformed_permission,
+            max_line_bytes=spec.max_line_bytes,
         )
         # BridgeClient has every method of acp.Client without subclassing it (the SDK's
         # stubs would answer null to what the bridge does not serve). elicitation/create
@@ -147,44 +130,56 @@ class AgentSession:
             self.transport,
             use_unstable_protocol=True,
         )
+        self.auth = Authenticator(
+            self.conn,
+            label=spec.label,
+            command=spec.command,
+            env=spec.env,
+            requested=spec.auth_method,
+            on_step=spec.on_step,
+        )
         self.agent_info = AgentInfo()
         self.session_id = ""
         self.state: SessionState | None = None
         self.load_session = False
         self.can_close = False
         self.prompt_capabilities = PromptCapabilities()
+        # The agent said at initialize that it may answer a prompt with a direct message
+        # (`_meta.a2a.directReplies`): only then does a blocking send wait to see.
+        self.direct_replies = False
         self.memory_lost = False
         self.dead = False
         # The mode the session must keep, and the modes it may be in meanwhile.
-        self.guard_mode: str | None = None
+        self.supervised_mode: str | None = None
         self.allowed_modes: frozenset[str] = frozenset()
         # Called once when the adapter dies on its own (the bridge stops what is left).
         self.on_dead: Callable[[], None] | None = None
         self._last_turn_cancelled = False
-        self._closing: asyncio.Event | None = None
+        self._closing: anyio.Event | None = None
         process.on_exit(self._on_exit)
 
     # --- start --------------------------------------------------------------------------
 
     @classmethod
-    async def start(cls, plan: StartPlan) -> AgentSession:
+    async def start(cls, spec: SessionSpec) -> AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
         process = await spawn(
-            plan.command,
-            cwd=plan.boundary.root,
-            env=plan.env,
-            label=plan.label,
-            confined=plan.confined,
+            spec.command,
+            cwd=spec.boundary.root,
+            env=spec.env,
+            label=spec.label,
+            confined=spec.confined,
         )
-        session = cls(process, plan)
+        session = cls(process, spec)
+        session._step("spawn", f"pid {process.pid}; its environment: {', '.join(sorted(spec.env))}")
         try:
-            with anyio.fail_after(plan.start_timeout_s):
+            with anyio.fail_after(spec.start_timeout_s):
                 await session._handshake()
         except TimeoutError:
             await session.close()
             raise AdapterStartError(
                 f"{session.name} did not finish starting within "
-                f"{_duration(plan.start_timeout_s)} (ACP_START_TIMEOUT_MS)"
+                f"{_duration(spec.start_timeout_s)} (ACP_START_TIMEOUT_MS)"
             ) from None
         except AdapterError:
             await session.close()
@@ -196,8 +191,7 @@ class AgentSession:
         except RequestError as exc:
             await session.close()
             if exc.code == AUTH_REQUIRED:
-                # codex-acp and gemini-cli refuse session/new without credentials.
-                raise _auth_error(session.name) from None
+                raise session.auth.not_authenticated() from None
             raise AdapterStartError(f"{session.name} failed to start: {_describe(exc)}") from None
         except ValidationError as exc:
             await session.close()
@@ -210,12 +204,16 @@ class AgentSession:
     @property
     def name(self) -> str:
         """The agent as messages name it (`codex-acp`)."""
-        return self.agent_info.display(self.plan.label)
+        return self.agent_info.display(self.spec.label)
 
     @property
     def log_name(self) -> str:
         """The agent as the logs name it: what it reported (`@agentclientprotocol/codex-acp`)."""
-        return self.agent_info.name or self.plan.label
+        return self.agent_info.name or self.spec.label
+
+    def _step(self, step: str, detail: str) -> None:
+        if self.spec.on_step is not None:
+            self.spec.on_step(step, detail)
 
     async def _handshake(self) -> None:
         init = await self.conn.initialize(
@@ -236,6 +234,8 @@ class AgentSession:
             self.agent_info = AgentInfo(
                 *(_text(raw.get(key)) for key in ("name", "title", "version"))
             )
+        a2a_meta = (init.field_meta or {}).get("a2a")
+        self.direct_replies = isinstance(a2a_meta, dict) and a2a_meta.get("directReplies") is True
         if init.protocol_version != PROTOCOL_VERSION:
             raise AdapterStartError(
                 f"{self.name} speaks ACP protocol version {init.protocol_version}; "
@@ -254,26 +254,31 @@ class AgentSession:
                     embedded_context=bool(prompt_caps.embedded_context),
                 )
         profile = profile_for(self.agent_info.name)
-        target = self.plan.supervised_mode or (profile.supervised_mode if profile else None)
+        version = f" {self.agent_info.version}" if self.agent_info.version else ""
+        self._step("initialize", f"{self.log_name}{version}; {describe_offer(init.auth_methods)}")
+        await self.auth.start(
+            self.name, profile.credentials if profile else None, init.auth_methods
+        )
+        target = self.spec.supervised_mode or (profile.supervised_mode if profile else None)
         state = SessionState(
-            boundary=self.plan.boundary,
+            boundary=self.spec.boundary,
             supervision=Supervision(profile=profile, supervised_mode=target),
-            question_timeout_s=self.plan.question_timeout_s,
         )
         self.state = state
-        cwd = str(self.plan.boundary.root)
+        cwd = str(self.spec.boundary.root)
         response: Any = None
-        if self.plan.load_session_id:
+        if self.spec.load_session_id:
             if self.load_session:
                 # Register first: the agent replays the conversation as session/update.
-                self.client.sessions[self.plan.load_session_id] = state
+                self.client.sessions[self.spec.load_session_id] = state
                 try:
-                    response = await self.conn.load_session(
-                        cwd=cwd, session_id=self.plan.load_session_id, mcp_servers=[]
+                    load_id = self.spec.load_session_id
+                    response = await self.auth.retry(
+                        lambda: self.conn.load_session(cwd=cwd, session_id=load_id, mcp_servers=[])
                     )
-                    self.session_id = self.plan.load_session_id
+                    self.session_id = self.spec.load_session_id
                 except RequestError as exc:
-                    del self.client.sessions[self.plan.load_session_id]
+                    del self.client.sessions[self.spec.load_session_id]
                     logger.warning(
                         "session/load failed; opening a new session",
                         extra={"agent": self.log_name, "reason": _describe(exc)},
@@ -282,19 +287,21 @@ class AgentSession:
             else:
                 self.memory_lost = True
         if not self.session_id:
-            response = await self.conn.new_session(cwd=cwd, mcp_servers=[])
+            response = await self.auth.retry(lambda: self.conn.new_session(cwd=cwd, mcp_servers=[]))
             self.session_id = response.session_id
             self.client.sessions[self.session_id] = state
         state.sink.discard()  # a replayed conversation is not part of any task
         self.process.log_fields["session_id"] = self.session_id
+        self._step("session", f"opened session {self.session_id}")
         await self._supervise(response, target)
+        self._step("mode", f"{state.current_mode} ({'supervised' if target else 'its own'})")
         if target is not None:
             allowed = {target, *READ_ONLY_MODES}
             if profile is not None:
                 allowed.add(profile.supervised_mode)
-            self.guard_mode, self.allowed_modes = target, frozenset(allowed)
+            self.supervised_mode, self.allowed_modes = target, frozenset(allowed)
         else:
-            self.guard_mode = state.current_mode
+            self.supervised_mode = state.current_mode
         logger.info(
             "session opened",
             extra={
@@ -305,7 +312,7 @@ class AgentSession:
                 "mode": state.current_mode,
                 "supervised": target is not None,
                 "cwd": cwd,
-                "loaded": self.plan.load_session_id is not None and not self.memory_lost,
+                "loaded": self.spec.load_session_id is not None and not self.memory_lost,
             },
         )
 
@@ -313,7 +320,7 @@ class AgentSession:
         """Put the session in `target` mode and read it back; fail closed."""
         state = self.state
         assert state is not None
-        config = _mode_option(getattr(response, "config_options", None))
+        config = mode_option(getattr(response, "config_options", None))
         modes = getattr(response, "modes", None)
         current = None
         offered: list[str] = []
@@ -364,7 +371,7 @@ class AgentSession:
         return the mode the agent then reports, None if it reports none."""
         state = self.state
         assert state is not None
-        changed = asyncio.Event()
+        changed = anyio.Event()
 
         def listener(_mode: str) -> None:
             changed.set()
@@ -377,7 +384,9 @@ class AgentSession:
                         answer = await self.conn.set_config_option(
                             config_id=state.mode_config_id, session_id=self.session_id, value=target
                         )
-                    found = mode_from_config_options(getattr(answer, "config_options", None))
+                    found = mode_from_config_options(
+                        getattr(answer, "config_options", None), state.mode_config_id
+                    )
                     if found is not None:
                         return found[1]
                     # An answer without the option: wait for the update instead.
@@ -416,12 +425,12 @@ class AgentSession:
             return None if mode in self.allowed_modes else mode
         # An adapter the bridge does not know keeps its own mode, but not a known bypass.
         bypass = is_unsupervised_mode(mode, known_adapter=False)
-        return mode if bypass and mode != self.guard_mode else None
+        return mode if bypass and mode != self.supervised_mode else None
 
     async def _restore_mode(self) -> bool:
         """Switch the session back to its guarded mode; True when it reads back so."""
         state = self.state
-        target = self.guard_mode
+        target = self.supervised_mode
         if state is None or target is None:
             return False
         what = f"{self.name} could not switch back to its {target!r} mode"
@@ -443,216 +452,239 @@ class AgentSession:
             return
         logger.warning(
             "session left its supervised mode between turns; switching back",
-            extra={"agent": self.log_name, "mode": mode, "target": self.guard_mode},
+            extra={"agent": self.log_name, "mode": mode, "target": self.supervised_mode},
         )
         if not await self._restore_mode():
             raise SupervisionError(
                 f"{self.name} is in its {mode!r} mode, in which it acts without asking, and "
-                f"could not be switched back to {self.guard_mode!r}"
+                f"could not be switched back to {self.supervised_mode!r}"
             )
 
     # --- turns -------------------------------------------------------------------------
 
     async def run_turn(
         self,
+        turn: Turn,
         prompt: Sequence[PromptPart],
         on_events: Callable[[list[TurnEvent]], Awaitable[float | None]],
         *,
         silence_s: float,
         hard_cap_s: float | None = None,
         meta: Mapping[str, Any] | None = None,
-    ) -> TurnOutcome:
-        """Prompt once and feed every update to `on_events` until the agent answers.
+    ) -> TurnEnd:
+        """Prompt once for `turn` and feed every update to `on_events` until the agent answers.
 
         `on_events` may return a number of seconds: if nothing arrives by then it is
         called again with an empty batch (text held back for coalescing goes out). A
-        `cancel_turn` from the moment this is called is honoured: before the prompt is
-        sent, the turn ends cancelled without prompting."""
+        cancel of the turn from the moment this is called is honoured: before the prompt
+        is sent, TurnCancelled is raised without prompting."""
         state = self.state
         assert state is not None
-        state.cancelling = False  # the caller checked its own cancel flag just before
-        if not self.alive:
-            raise await self._exited_error()
-        blocks = to_content_blocks(prompt, self.prompt_capabilities)
+        state.turn = turn
         try:
-            await self._ensure_supervised()
-        except (ConnectionError, OSError):
-            raise await self._exited_error() from None
-        if state.cancelling:
-            return TurnOutcome(TurnEnd("cancelled"), cancelled_by_bridge=True, prompted=False)
-        retried_stale = False
-        while True:
-            outcome = await self._one_prompt(blocks, on_events, silence_s, hard_cap_s, meta)
-            stale = (
-                outcome.end.stop_reason == "cancelled"
-                and not outcome.cancelled_by_bridge
-                and self._last_turn_cancelled
-                and not retried_stale
-                and "no-updates" in outcome.notes
-            )
-            if not stale:
-                break
-            # claude-agent-acp #551: a cancelled turn's stop reason can surface on the next
-            # prompt. The agent did nothing with this one, so send it again, once.
-            logger.warning(
-                "stale stop reason from the previous turn; prompting again",
-                extra={"agent": self.log_name, "session_id": self.session_id},
-            )
-            retried_stale = True
-        outcome.notes = [note for note in outcome.notes if note != "no-updates"]
-        self._last_turn_cancelled = outcome.end.stop_reason == "cancelled"
-        return outcome
+            if not self.alive:
+                raise await self._exited_error()
+            blocks = to_content_blocks(prompt, self.prompt_capabilities)
+            try:
+                await self._ensure_supervised()
+            except (ConnectionError, OSError):
+                raise await self._exited_error() from None
+            if turn.cancelled:
+                raise TurnCancelled
+            retried_stale = False
+            while True:
+                end, saw_updates = await self._one_prompt(
+                    turn, blocks, on_events, silence_s, hard_cap_s, meta
+                )
+                stale = (
+                    end.stop_reason == "cancelled"
+                    and not turn.interrupted
+                    and self._last_turn_cancelled
+                    and not retried_stale
+                    and not saw_updates
+                )
+                if not stale:
+                    break
+                # claude-agent-acp #551: a cancelled turn's stop reason can surface on the
+                # next prompt. The agent did nothing with this one, so send it again, once.
+                logger.warning(
+                    "stale stop reason from the previous turn; prompting again",
+                    extra={"agent": self.log_name, "session_id": self.session_id},
+                )
+                retried_stale = True
+            self._last_turn_cancelled = end.stop_reason == "cancelled"
+            return end
+        finally:
+            state.turn = None
 
     async def _one_prompt(
         self,
+        turn: Turn,
         blocks: list[Any],
         on_events: Callable[[list[TurnEvent]], Awaitable[float | None]],
         silence_s: float,
         hard_cap_s: float | None,
         meta: Mapping[str, Any] | None,
-    ) -> TurnOutcome:
+    ) -> tuple[TurnEnd, bool]:
+        """One session/prompt: its end and whether the agent sent any update."""
         state = self.state
         assert state is not None
         sink = state.sink
         sink.drain()  # updates that arrived between turns belong to no task
-        started = time.monotonic()
-        sink.last_activity = started
+        deadlines = TurnDeadlines(
+            started=time.monotonic(),
+            silence_s=silence_s,
+            hard_cap_s=hard_cap_s,
+            cancel_grace_s=self.spec.cancel_grace_s,
+            question_s=self.spec.question_timeout_s,
+        )
+        sink.last_activity = deadlines.started
+        call = _PromptCall(sink)
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                call.run,
+                lambda: self.conn.prompt(
+                    session_id=self.session_id, prompt=blocks, **dict(meta or {})
+                ),
+            )
+            # Raised outside the group, so the caller sees the error itself, not a group.
+            failure: Exception | None = None
+            try:
+                result = await self._follow(turn, call, deadlines, on_events)
+            except Exception as exc:
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
+
+    async def _follow(
+        self,
+        turn: Turn,
+        call: _PromptCall,
+        deadlines: TurnDeadlines,
+        on_events: Callable[[list[TurnEvent]], Awaitable[float | None]],
+    ) -> tuple[TurnEnd, bool]:
+        """Drain the agent's updates into `on_events` and keep the turn's deadlines."""
+        sink = self._sink
         saw_updates = False
         lost_mode: str | None = None
         restored = False
-        prompt_task = asyncio.create_task(
-            self.conn.prompt(session_id=self.session_id, prompt=blocks, **dict(meta or {})),
-            name=f"prompt:{self.session_id}",
-        )
-        prompt_task.add_done_callback(lambda _task: sink.wake())
-        cancel_deadline: float | None = None
-        tick_at: float | None = None
-        try:
-            while True:
-                batch = sink.drain()
-                if batch:
-                    saw_updates = True
-                    hold = await on_events(batch)
-                    tick_at = None if hold is None else time.monotonic() + hold
-                if lost_mode is None:
-                    lost_mode = self.unsupervised_mode()
-                    if lost_mode is not None:
-                        # The agent switched itself into a mode that acts without asking:
-                        # stop the turn now, and put the session back before anything else.
-                        logger.warning(
-                            "session left its supervised mode during a turn: cancelling it",
-                            extra={"agent": self.log_name, "mode": lost_mode},
-                        )
-                        await self.cancel_turn()
-                        restored = await self._restore_mode()
-                if batch:
-                    continue
-                if prompt_task.done():
-                    break
-                if not self.alive:
-                    raise await self._exited_error()
-                now = time.monotonic()
-                if tick_at is not None and now >= tick_at:
-                    tick_at = None
-                    await on_events([])
-                    continue
-                if state.cancelling and cancel_deadline is None:
-                    cancel_deadline = now + self.plan.cancel_grace_s
-                # A question waits for the caller, not the agent: no silence limit meanwhile
-                # (the question has its own bound).
-                if state.questions:
-                    sink.last_activity = now
-                    cancel_deadline = now + self.plan.cancel_grace_s
-                limits = [sink.last_activity + silence_s - now]
-                if hard_cap_s is not None:
-                    limits.append(started + hard_cap_s - now)
-                if cancel_deadline is not None:
-                    limits.append(cancel_deadline - now)
-                wait_s = min(limits)
-                if wait_s > 0:
-                    if tick_at is not None:
-                        wait_s = min(wait_s, max(tick_at - now, 0.0))
-                    with anyio.move_on_after(wait_s):
-                        await sink.wait()
-                    continue
-                if cancel_deadline is not None and now >= cancel_deadline:
-                    logger.warning(
-                        "agent did not stop its turn after session/cancel; stopping it",
-                        extra={"agent": self.log_name, "session_id": self.session_id},
-                    )
-                    await self.close()
-                    if lost_mode is not None:
-                        raise self._lost_error(lost_mode, restored=False)
-                    return TurnOutcome(TurnEnd("cancelled"), cancelled_by_bridge=True)
-                raise await self._silence_expired(prompt_task, started, silence_s, hard_cap_s)
-            try:
-                response = prompt_task.result()
-            except (ConnectionError, OSError):
-                raise await self._exited_error() from None
-            except RequestError as exc:
-                raise _prompt_error(self.name, exc) from None
-            except ValidationError:
-                raise AdapterError(
-                    f"{self.name} answered the prompt with a response the bridge cannot read"
-                ) from None
-            # The SDK awaited every update handler before returning: drain the last ones.
+        while True:
             batch = sink.drain()
             if batch:
                 saw_updates = True
-                await on_events(batch)
+                hold = await on_events(batch)
+                deadlines.hold(time.monotonic(), hold)
             if lost_mode is None:
                 lost_mode = self.unsupervised_mode()
                 if lost_mode is not None:
+                    # The agent switched itself into a mode that acts without asking: stop
+                    # the turn now, and put the session back before anything else.
+                    logger.warning(
+                        "session left its supervised mode during a turn: cancelling it",
+                        extra={"agent": self.log_name, "mode": lost_mode},
+                    )
+                    await self.cancel_turn()
                     restored = await self._restore_mode()
+            if batch:
+                continue
+            if call.finished.is_set():
+                break
+            if not self.alive:
+                raise await self._exited_error()
+            now = time.monotonic()
+            if turn.interrupted:
+                deadlines.interrupted(now)
+            question = turn.question
+            deadlines.question(question.asked_at if question is not None else None, now)
+            step = deadlines.next(now, sink.last_activity)
+            if step.due is Due.WAIT:
+                with anyio.move_on_after(step.in_s):
+                    await sink.wait()
+            elif step.due is Due.TICK:
+                deadlines.hold(now, None)
+                await on_events([])
+            elif step.due is Due.QUESTION:
+                self._decline_unanswered(turn)
+            elif step.due is Due.CANCEL_GRACE:
+                logger.warning(
+                    "agent did not stop its turn after session/cancel; stopping it",
+                    extra={"agent": self.log_name, "session_id": self.session_id},
+                )
+                await self.close()
+                if lost_mode is not None:
+                    raise self._lost_error(lost_mode, restored=False)
+                return TurnEnd("cancelled"), saw_updates
+            else:
+                raise await self._deadline_expired(step.due, call, deadlines)
+        response = await self._prompt_response(call)
+        # The SDK awaited every update handler before returning: drain the last ones.
+        batch = sink.drain()
+        if batch:
+            saw_updates = True
+            await on_events(batch)
+        if lost_mode is None:
+            lost_mode = self.unsupervised_mode()
             if lost_mode is not None:
-                if not restored:
-                    await self.close()
-                raise self._lost_error(lost_mode, restored=restored)
-            outcome = TurnOutcome(
-                TurnEnd(
-                    response.stop_reason, _usage(response.usage), dict(response.field_meta or {})
-                ),
-                cancelled_by_bridge=state.cancelling,
-            )
-            if not saw_updates:
-                outcome.notes.append("no-updates")
-            return outcome
-        finally:
-            if not prompt_task.done():
-                prompt_task.cancel()
-                with contextlib.suppress(BaseException):
-                    await prompt_task
-            elif not prompt_task.cancelled():
-                # Seen: the prompt of a session stopped meanwhile fails, and that is known.
-                prompt_task.exception()
+                restored = await self._restore_mode()
+        if lost_mode is not None:
+            if not restored:
+                await self.close()
+            raise self._lost_error(lost_mode, restored=restored)
+        end = TurnEnd(response.stop_reason, _usage(response.usage), dict(response.field_meta or {}))
+        return end, saw_updates
 
-    async def _silence_expired(
-        self,
-        prompt_task: asyncio.Task[Any],
-        started: float,
-        silence_s: float,
-        hard_cap_s: float | None,
+    async def _prompt_response(self, call: _PromptCall) -> Any:
+        """The agent's answer to session/prompt, or its failure in the turn's own terms."""
+        error = call.error
+        if error is None:
+            return call.result
+        if isinstance(error, (ConnectionError, OSError)):
+            raise await self._exited_error() from None
+        if isinstance(error, RequestError):
+            raise _prompt_error(self.name, error, self.auth) from None
+        if isinstance(error, ValidationError):
+            raise AdapterError(
+                f"{self.name} answered the prompt with a response the bridge cannot read"
+            ) from None
+        raise error
+
+    def _decline_unanswered(self, turn: Turn) -> None:
+        question = turn.question
+        if question is None or not question.settle(QuestionReply("decline")):
+            return
+        timeout = self.spec.question_timeout_s
+        self._sink.put(
+            Notice(
+                f"No answer came within {_duration(timeout)}: the bridge declined the "
+                "question for the caller."
+            )
+        )
+
+    async def _deadline_expired(
+        self, due: Due, call: _PromptCall, deadlines: TurnDeadlines
     ) -> AdapterSilentError:
         """session/cancel, a bounded wait for the agent to stop, then the error to raise."""
-        state = self.state
-        assert state is not None
-        now = time.monotonic()
-        if hard_cap_s is not None and now - started >= hard_cap_s:
+        if due is Due.HARD_CAP:
+            assert deadlines.hard_cap_s is not None
             message = (
-                f"{self.name} did not finish its turn within {_duration(hard_cap_s)} "
+                f"{self.name} did not finish its turn within {_duration(deadlines.hard_cap_s)} "
                 "(ACP_TURN_TIMEOUT_MS): the bridge cancelled it"
             )
         else:
+            silent = deadlines.silent_for(time.monotonic(), self._sink.last_activity)
             message = (
-                f"{self.name} sent no update for {_duration(now - state.sink.last_activity)} "
-                f"(the limit is {_duration(silence_s)}, ACP_SILENCE_TIMEOUT_MS): "
+                f"{self.name} sent no update for {_duration(silent)} "
+                f"(the limit is {_duration(deadlines.silence_s)}, ACP_SILENCE_TIMEOUT_MS): "
                 "the bridge cancelled the turn"
             )
         logger.warning("turn deadline expired", extra={"agent": self.log_name, "reason": message})
         await self.cancel_turn()
-        with anyio.move_on_after(self.plan.cancel_grace_s):
-            await asyncio.shield(prompt_task)
-        if not prompt_task.done():
+        with anyio.move_on_after(self.spec.cancel_grace_s):
+            await call.finished.wait()
+        if not call.finished.is_set():
             await self.close()
             message += " and stopped the agent, which did not stop on its own"
         return AdapterSilentError(message)
@@ -663,23 +695,29 @@ class AgentSession:
             "asking: the bridge cancelled the turn"
         )
         if restored:
-            return SupervisionLostError(f"{first} and switched it back to {self.guard_mode!r}")
+            return SupervisionLostError(f"{first} and switched it back to {self.supervised_mode!r}")
         return SupervisionLostError(
             f"{first} and stopped the agent, which could not be switched back to "
-            f"{self.guard_mode!r}"
+            f"{self.supervised_mode!r}"
         )
 
-    async def cancel_turn(self) -> None:
-        """session/cancel; the turn's loop then waits (bounded) for the agent to stop.
-        Permission requests that arrive from now on are answered `cancelled`."""
+    @property
+    def _sink(self) -> EventSink:
+        assert self.state is not None
+        return self.state.sink
+
+    async def cancel_turn(self, turn: Turn | None = None) -> None:
+        """session/cancel for the running turn (only if it is `turn`, when given); its loop
+        then waits (bounded) for the agent to stop. Permission requests that arrive from now
+        on are answered `cancelled`."""
         state = self.state
-        if state is None:
+        running = state.turn if state is not None else None
+        if state is None or running is None or (turn is not None and running is not turn):
             return
-        already = state.cancelling
-        state.cancelling = True
-        state.decline_questions()
+        if not running.interrupt():
+            return
         state.sink.wake()
-        if already or not self.alive:
+        if not self.alive:
             return
         try:
             with anyio.fail_after(CONTROL_CALL_S):
@@ -709,6 +747,11 @@ class AgentSession:
             hook()
 
     async def _exit_message(self) -> str:
+        if self.transport.overflow is not None:
+            return (
+                f"{self.transport.overflow} ({self.name}, pid {self.process.pid}; "
+                "ACP_MAX_LINE_BYTES): the bridge stopped it"
+            )
         await self.process.settle(EXIT_REPORT_S)
         if self.process.exit_status is None and self.transport.broken is not None:
             tail = self.process.stderr_tail.text()
@@ -736,7 +779,7 @@ class AgentSession:
             if self._closing is not None:
                 await self._closing.wait()
                 return
-            self._closing = asyncio.Event()
+            self._closing = anyio.Event()
             self.on_dead = None
             # Closing the connection closes stdin, and the adapter may exit before its
             # tree is stopped: that exit is the bridge's doing, not a crash.
@@ -754,21 +797,31 @@ class AgentSession:
                 self._closing.set()
 
 
+class _PromptCall:
+    """session/prompt running beside its turn's loop: the answer or the failure, and an
+    event set when the call is over (which also wakes the loop)."""
+
+    def __init__(self, sink: EventSink) -> None:
+        self._sink = sink
+        self.finished = anyio.Event()
+        self.result: Any = None
+        self.error: Exception | None = None
+
+    async def run(self, send: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            self.result = await send()
+        except Exception as exc:  # reported by the turn's loop, in its own terms
+            self.error = exc
+        finally:
+            self.finished.set()
+            self._sink.wake()
+
+
 def notice_for_lost_memory(name: str) -> Notice:
     return Notice(
         f"{name} was restarted and could not reload the conversation: "
         "its memory of earlier messages in this context is lost."
     )
-
-
-def _mode_option(options: Any) -> Any:
-    for option in options or ():
-        if (
-            getattr(option, "category", None) == "mode"
-            and getattr(option, "type", None) == "select"
-        ):
-            return option
-    return None
 
 
 def _usage(usage: Any) -> dict[str, int]:
@@ -811,16 +864,9 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _auth_error(name: str) -> AdapterError:
-    return AdapterStartError(
-        f"{name} is not authenticated: give it its credentials (an API key in the bridge's "
-        "environment, or a login with its own CLI; the README's Agents section lists what each "
-        "preset needs) and try again"
-    )
-
-
-def _prompt_error(name: str, exc: RequestError) -> AdapterError:
+def _prompt_error(name: str, exc: RequestError, auth: Authenticator) -> AdapterError:
     if exc.code == AUTH_REQUIRED:
-        return _auth_error(name)
+        # claude-agent-acp opens the session without credentials and refuses the prompt.
+        return auth.not_authenticated()
     text = " ".join(str(exc).split())[:300]
     return AdapterError(f"{name} answered the prompt with error {exc.code}: {text}")

@@ -1,0 +1,68 @@
+"""Where the bridge's exceptions become what the caller sees: the one boundary.
+
+- A request refused before any task exists gets a JSON-RPC (or HTTP+JSON) error:
+  `request_error` (an input problem is InvalidParams -32602, a file the agent cannot take
+  is ContentTypeNotSupported -32005, an A2A error stays itself, and anything else is a
+  plain internal error whose cause goes to the log, never to the caller).
+- A task that cannot finish gets a final state and a message written for its caller:
+  `task_failure` (a cap reached is REJECTED, a cancel is CANCELED, the agent's failure or a
+  sandbox that cannot be made is FAILED with what the bridge knows of it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from a2a.types.a2a_pb2 import TaskState
+from a2a.utils.errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+)
+
+from a2a_acp_bridge.a2a.input import InputProblem
+from a2a_acp_bridge.errors import (
+    AdapterError,
+    CapacityError,
+    SandboxError,
+    UnsupportedInputError,
+)
+from a2a_acp_bridge.turn import Turn, TurnCancelled
+
+logger = logging.getLogger(__name__)
+
+INTERNAL = "Internal error (see the bridge's log)"
+UNEXPECTED = "The bridge failed unexpectedly (see its log)."
+
+
+def request_error(exc: Exception, operation: str) -> A2AError:
+    """The A2A error to answer for `exc`, raised while serving `operation`."""
+    if isinstance(exc, A2AError):
+        return exc
+    if isinstance(exc, InputProblem):
+        return InvalidParamsError(message=str(exc))
+    if isinstance(exc, UnsupportedInputError):
+        return ContentTypeNotSupportedError(message=str(exc))
+    logger.error("request failed unexpectedly", exc_info=exc, extra={"operation": operation})
+    return InternalError(message=INTERNAL)
+
+
+def task_failure(exc: Exception, turn: Turn) -> tuple[int, str]:
+    """The final state and message of a task whose turn raised `exc`."""
+    if isinstance(exc, TurnCancelled) or (isinstance(exc, AdapterError) and turn.cancelled):
+        return TaskState.TASK_STATE_CANCELED, turn.cancel_reason or ""
+    if isinstance(exc, CapacityError):
+        # A cap is reached: said at once, never queued silently (docs/operations.md).
+        return TaskState.TASK_STATE_REJECTED, str(exc)
+    if isinstance(exc, (AdapterError, UnsupportedInputError)):
+        return TaskState.TASK_STATE_FAILED, str(exc)
+    if isinstance(exc, SandboxError):
+        # The log names the path; the caller learns the cause, not the bridge's layout.
+        logger.error("the conversation's sandbox could not be made", extra={"error": str(exc)})
+        return (
+            TaskState.TASK_STATE_FAILED,
+            f"The bridge could not create the conversation's sandbox: {exc.problem}.",
+        )
+    logger.error("task failed unexpectedly", exc_info=exc)
+    return TaskState.TASK_STATE_FAILED, UNEXPECTED
