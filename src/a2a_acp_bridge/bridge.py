@@ -285,6 +285,8 @@ class Bridge:
         finally:
             if boundary.owned:
                 shutil.rmtree(boundary.root, ignore_errors=True)
+            if boundary.home is not None and boundary.owned:
+                shutil.rmtree(boundary.home, ignore_errors=True)
 
     async def _start(
         self,
@@ -308,6 +310,7 @@ class Bridge:
             label=settings.agent.label,
             env=env,
             confined=confined,
+            login_env=self._env,
             boundary=boundary,
             start_timeout_s=settings.start_timeout_s,
             cancel_grace_s=settings.cancel_grace_s,

@@ -102,6 +102,9 @@ class SessionSpec:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # ACP_MAX_LINE_BYTES
     # How the kernel confines the adapter (isolation.py); None: unconfined.
     confined: Confined | None = None
+    # The operator's environment, for where a login is stored (`env` has the conversation's
+    # own HOME, into which those files are copied).
+    login_env: Mapping[str, str] | None = None
 
 
 class AgentSession:
@@ -137,6 +140,7 @@ class AgentSession:
             env=spec.env,
             requested=spec.auth_method,
             on_step=spec.on_step,
+            login_env=spec.login_env,
         )
         self.agent_info = AgentInfo()
         self.session_id = ""
