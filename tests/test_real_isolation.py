@@ -112,8 +112,10 @@ async def test_claude_writes_and_runs_a_program_and_its_commands_cannot_reach_ou
     assert "hello from claude" in answer
     assert not leaked
     assert DOTENV_SECRET not in answer
-    # ls /, touch and the Read each failed on the kernel's refusal.
-    assert answer.count("Permission denied") + answer.count("EACCES") >= 3, answer
+    # ls / and touch failed on the kernel's refusal (Claude Code runs them unasked); the Read
+    # of the bridge's .env is refused before that by the classifier's read floor.
+    assert answer.count("Permission denied") + answer.count("EACCES") >= 2, answer
+    assert ("read", "deny", "read-protected") in [d[:3] for d in decisions(caplog)]
     kinds = [kind for kind, verdict, _rule, _chosen in decisions(caplog) if verdict == "allow"]
     assert "edit" in kinds
     assert "execute" in kinds
