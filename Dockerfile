@@ -64,8 +64,8 @@ RUN if [ -n "$ADAPTERS" ]; then \
       && npm cache clean --force; \
     fi
 
-# The non-root user. Its home is on the volume: npx's cache and the adapters' own
-# session files (which let a restarted adapter reload its conversation) survive restarts.
+# The non-root user. Its home is on the volume: npx's cache and the login files handed to
+# each conversation's own HOME (/data/homes, where sessions persist) survive restarts.
 RUN useradd --uid 10001 --user-group --home-dir /data/home --no-create-home --shell /usr/sbin/nologin bridge \
  && mkdir -p /data/home /data/sandboxes \
  && chown -R bridge:bridge /data
@@ -75,10 +75,14 @@ USER bridge
 
 # Listening on every interface of the container: the bridge refuses to start that way
 # without A2A_TOKEN or A2A_TOKEN_FILE (or an explicit --insecure).
+# Each conversation's adapter HOME goes under /data/homes (ACP_STATE_DIR), seeded from
+# /data/home; adapters run confined by Landlock (ACP_ISOLATION, default on), which needs
+# no capability and which Docker's (23.0+) and Podman's default seccomp profiles allow.
 ENV HOME=/data/home \
     HOST=0.0.0.0 \
     PORT=41241 \
-    ACP_SANDBOX_DIR=/data/sandboxes
+    ACP_SANDBOX_DIR=/data/sandboxes \
+    ACP_STATE_DIR=/data
 EXPOSE 41241
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

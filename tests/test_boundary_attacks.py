@@ -25,6 +25,7 @@ from tests.support.agents import (
     CLAUDE_MODES,
     CLAUDE_OPTIONS,
     GEMINI_INFO,
+    agent_io,
     logged_agent,
     scripted_agent,
 )
@@ -323,7 +324,9 @@ async def test_the_bridges_own_files_are_refused_when_acp_cwd_is_its_working_dir
         ask("ordinary", "edit", locations=["{CWD}/notes.txt"]),
     ]
     steps[0]["act"] = {"write": "{CWD}/.env", "text": "ACP_ALLOW_EXECUTE=true\n"}
-    task, root = await run(tmp_path, steps, {"ACP_CWD": str(tmp_path)})
+    # The classifier's own floor, for a bridge run without kernel isolation (which refuses
+    # to start with such an ACP_CWD at all: tests/test_isolation_policy.py).
+    task, root = await run(tmp_path, steps, {"ACP_CWD": str(tmp_path), "ACP_ISOLATION": "off"})
     assert root == tmp_path
     assert answers(task) == {
         "env": "reject",
@@ -391,7 +394,9 @@ async def test_proc_self_cwd_is_the_bridges_directory_and_is_refused(
         ask("exec-proc", "execute", locations=["/proc/self/cwd"]),
     ]
     steps[0]["act"] = {"write": f"{project}/planted.txt", "text": "x"}
-    task, _ = await run(tmp_path, steps, {"ACP_CWD": str(project), "ACP_ALLOW_EXECUTE": "true"})
+    # The bridge's cwd handed over: only a bridge without kernel isolation starts like that.
+    env = {"ACP_CWD": str(project), "ACP_ALLOW_EXECUTE": "true", "ACP_ISOLATION": "off"}
+    task, _ = await run(tmp_path, steps, env)
     assert set(answers(task).values()) == {"reject"}
     # A path through /proc is never inside the root: a change there is outside it.
     assert refused(task) == {
@@ -480,7 +485,7 @@ async def test_a_read_of_another_conversations_sandbox_is_refused(tmp_path: Path
             ask("theirs-relative", "read", raw={"file_path": f"../{victim.name}/diary.txt"}),
             ask("mine", "read", locations=["{CWD}/diary.txt"]),
         ]
-        (tmp_path / "script.json").write_text(json.dumps(script))  # the next adapter reads it
+        (agent_io(tmp_path) / "script.json").write_text(json.dumps(script))  # the next reads it
         second = await send(client, bridge.rpc_url, "read")
     assert second["contextId"] != first["contextId"]
     assert answers(second) == {

@@ -51,5 +51,5 @@ def test_every_variable_the_server_reads_is_a_row_of_the_table(module: str) -> N
 
 def test_the_scan_sees_a_setting_read_outside_the_table() -> None:
     # A setting added the old way must not slip past the check above.
-    source = 'isolation = env.get("ACP_ISOLATION", "auto")\nlevel = env.get("LOG_LEVEL")\n'
-    assert quoted_variables(source) - {row.variable for row in SETTINGS} == {"ACP_ISOLATION"}
+    source = 'mode = env.get("ACP_SOMETHING_NEW", "auto")\nlevel = env.get("LOG_LEVEL")\n'
+    assert quoted_variables(source) - {row.variable for row in SETTINGS} == {"ACP_SOMETHING_NEW"}

@@ -99,9 +99,15 @@ async def test_the_demo_agent_is_ready_and_doctor_leaves_no_process_and_no_sandb
     assert detail(report, "authenticate") == "not needed: the adapter accepted session/new"
     assert detail(report, "mode") == "default (supervised)"
     # The spawn line lists the environment's names (never values) the adapter was given.
-    assert detail(report, "spawn").endswith("its environment: HOME, LANG, PATH")
+    # ... its own HOME's layout among them (homes.py), the operator's HOME not.
+    assert detail(report, "spawn").endswith(
+        "its environment: CODEX_HOME, HOME, LANG, PATH, TMPDIR, XDG_CACHE_HOME, "
+        "XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_STATE_HOME"
+    )
     assert alive({spawned_pid(report)}) == set()
     assert list((tmp_path / "sandboxes").iterdir()) == []
+    homes = tmp_path / ".a2a-acp-bridge" / "homes"
+    assert not homes.exists() or list(homes.iterdir()) == []
     assert render(report).endswith("ready: a conversation can start\n")
 
 

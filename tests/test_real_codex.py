@@ -50,8 +50,18 @@ def add_file(path: str, *lines: str) -> str:
     return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
 
 
+@pytest.mark.parametrize(
+    ("isolation", "refusal"),
+    [
+        # codex's own read-only sandbox refuses the write (in `agent` mode it would run).
+        pytest.param("off", "Read-only file system", id="isolation-off"),
+        # Inside the bridge's Landlock domain codex's sandbox (bubblewrap) cannot start at
+        # all, so an unasked command never runs (docs/isolation.md).
+        pytest.param("on", "error building bubblewrap command", id="isolation-on"),
+    ],
+)
 async def test_codex_opens_its_session_read_only_and_asks_before_patching_inside(
-    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture, isolation: str, refusal: str
 ) -> None:
     script = rig.fake.add(
         Script(
@@ -62,17 +72,18 @@ async def test_codex_opens_its_session_read_only_and_asks_before_patching_inside
         )
     )
     async with (
-        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        serve_bridge(
+            rig.settings(tmp_path, ACP_ISOLATION=isolation), environ=rig.environ
+        ) as bridge,
         httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
     ):
         task = await send(client, bridge.rpc_url, f"Create the files. {script.marker}")
         root = bridge.bridge.root_of(task["contextId"])
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", status_text(task["status"])
     assert root is not None
-    # Read-only is what codex did: its sandbox refused the shell's write without asking
-    # (in `agent` or `workspace-write` it would have run), and the patch was asked about.
+    # The shell's write ran nowhere without asking, and the patch was asked about.
     assert not (root / "by-shell.txt").exists()
-    assert "Read-only file system" in answer_text(task)
+    assert refusal in answer_text(task)
     assert decisions(caplog) == [("edit", "allow", "change-inside-root", "allow_once")]
     opened = log_events(caplog, "session opened")
     assert [(o["agent"], o["profile"], o["mode"]) for o in opened] == [
@@ -97,8 +108,11 @@ async def test_an_edit_outside_the_root_is_refused_and_cancels_the_turn_with_the
         f"*** Begin Patch\n*** Update File: {target}\n@@\n-untouched\n+overwritten\n*** End Patch\n"
     )
     script = rig.fake.add(Script([Call("apply_patch", patch), Say("not reached")]))
+    # Readable (not writable) for the confined adapter: codex reads a file before it asks
+    # to patch it, and an unreadable one it never asks about (the kernel stops it first).
+    settings = rig.settings(tmp_path, ACP_ISOLATION_READ=str(outside))
     async with (
-        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        serve_bridge(settings, environ=rig.environ) as bridge,
         httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
     ):
         task = await send(client, bridge.rpc_url, f"Edit that file. {script.marker}")

@@ -119,8 +119,9 @@ async def test_gemini_with_only_a_vertex_key_is_logged_in_with_vertex_ai_and_ans
     rig = vertex_rig(gemini, tmp_path)
     seen_before = len(gemini.credentials_seen())
     script = rig.fake.add(Script([Say("Answered through Vertex AI.")]))
+    settings = rig.settings(tmp_path)
     async with (
-        serve_bridge(rig.settings(tmp_path), environ=rig.environ) as bridge,
+        serve_bridge(settings, environ=rig.environ) as bridge,
         httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
     ):
         task = await send(client, bridge.rpc_url, f"Hello? {script.marker}")
@@ -135,9 +136,13 @@ async def test_gemini_with_only_a_vertex_key_is_logged_in_with_vertex_ai_and_ans
     sent = gemini.credentials_seen()[seen_before:]
     assert sent
     assert set(sent) == {VERTEX_KEY}
-    # gemini-cli remembers the choice in its own settings, as its own menu would.
-    settings = json.loads((rig.home / ".gemini" / "settings.json").read_text())
-    assert settings["security"]["auth"]["selectedType"] == "vertex-ai"
+    # gemini-cli remembers the choice in its own settings, as its own menu would: in the
+    # conversation's own HOME (homes.py), never the operator's.
+    [stored] = (settings.state_dir / "homes").glob("*/.gemini/settings.json")
+    remembered = json.loads(stored.read_text())
+    assert remembered["security"]["auth"]["selectedType"] == "vertex-ai"
+    operator = rig.home / ".gemini" / "settings.json"
+    assert not operator.exists() or "vertex-ai" not in operator.read_text()
     assert rig.outside() == []
 
 

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.agents import logged_agent, wrapped_agent
+from tests.support.agents import agent_io, logged_agent, wrapped_agent
 from tests.support.procs import (
     events,
     living,
@@ -269,6 +269,8 @@ async def test_a_signal_ends_running_tasks_canceled_stops_every_adapter_and_exit
             "LOG_FORMAT": "json",
             "ACP_SANDBOX_DIR": str(tmp_path / "sandboxes"),
             "ACP_POOL_SIZE": "1",
+            # The agent's log, outside its sandbox (tests/support/agents.py).
+            "ACP_ISOLATION_WRITE": str(agent_io(tmp_path)),
         }
     )
     command = [sys.executable, "-m", "a2a_acp_bridge", "serve"]

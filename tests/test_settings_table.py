@@ -47,6 +47,10 @@ DEFAULTS: dict[str, Any] = {
     "writable_protected": (),
     "max_line_bytes": 64 * 1024 * 1024,
     "max_parts": 1000,
+    "isolation": True,
+    "home_seed": None,
+    "isolation_read": (),
+    "isolation_write": (),
     "task_retention": 10_000,
     "log_format": "auto",
     "log_level": "INFO",
@@ -86,12 +90,22 @@ BAD: dict[str, str] = {
     "ACP_WRITABLE_PROTECTED": ".not-protected",
     "ACP_MAX_LINE_BYTES": "1000",
     "A2A_MAX_PARTS": "0",
+    "ACP_ISOLATION": "sometimes",
+    "ACP_HOME_SEED": "../outside",
+    "ACP_ISOLATION_READ": "missing-path",
+    "ACP_ISOLATION_WRITE": "missing-path",
     "A2A_TASK_RETENTION": "0",
     "LOG_FORMAT": "xml",
     "LOG_LEVEL": "LOUD",
 }
 # Rows whose every text is a valid value.
-ANY_TEXT = {"HOST", "AGENT_NAME", "ACP_SANDBOX_DIR", "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"}
+ANY_TEXT = {
+    "HOST",
+    "AGENT_NAME",
+    "ACP_SANDBOX_DIR",
+    "ACP_STATE_DIR",
+    "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED",
+}
 VARIABLE_ROWS = [row for row in SETTINGS if row.variable is not None]
 
 
@@ -100,7 +114,8 @@ def test_nothing_set_gives_every_setting_its_default(tmp_path: Path) -> None:
     assert {name: getattr(settings, name) for name in DEFAULTS} == DEFAULTS
     assert settings.agent.is_demo
     assert settings.sandbox_parent == tmp_path / ".acp-sandboxes"
-    assert {row.name for row in SETTINGS} == {*DEFAULTS, "agent", "sandbox_parent"}
+    assert settings.state_dir == tmp_path / ".a2a-acp-bridge"
+    assert {row.name for row in SETTINGS} == {*DEFAULTS, "agent", "sandbox_parent", "state_dir"}
 
 
 @pytest.mark.parametrize("row", VARIABLE_ROWS, ids=lambda row: row.variable)

@@ -3,9 +3,10 @@
 A `Boundary` is the root the agent works in (absolute, symlinks resolved), whether the
 bridge created that directory itself (`owned`, asserted only by the code that made it,
 never inferred from a path), whether the operator lets unverifiable actions run in a
-root the bridge did not create (`allow_execute`), and what it protects beyond the
+root the bridge did not create (`allow_execute`), what it protects beyond the
 protected names of every root (`protection`: the bridge's own files, the names the
-operator opened; protection.py).
+operator opened; protection.py), and the conversation's own adapter state directory
+(`home`, set by `homes.AdapterHomes`: the adapter's HOME).
 
 `Sandboxes` hands each conversation its own fresh directory under `.acp-sandboxes/`,
 made with `mkdtemp`. The contextId is only a label on the name: it never chooses the
@@ -39,13 +40,15 @@ Identity = tuple[int, int]
 
 @dataclass(frozen=True)
 class Boundary:
-    """Where the agent may act: `root` (absolute, resolved), `owned`, `allow_execute`, and
-    the `protection` of the bridge's own files."""
+    """Where the agent may act: `root` (absolute, resolved), `owned`, `allow_execute`, the
+    `protection` of the bridge's own files, and `home`, the conversation's adapter state
+    directory (None until one is attached)."""
 
     root: Path
     owned: bool
     allow_execute: bool = False
     protection: Protection = NO_PROTECTION
+    home: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.root.is_absolute() or os.path.normpath(self.root) != str(self.root):

@@ -50,6 +50,8 @@ from a2a_acp_bridge.errors import (
     SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.homes import AdapterHomes, home_environment, seeds_for
+from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
@@ -114,9 +116,16 @@ class Bridge:
         # The permission classifier, replaceable by an external channel (docs/permissions.md).
         self._decider = decider
         self._answerer = answerer
-        self._env = adapter_environment(
-            environ if environ is not None else dict(os.environ),
-            settings.agent_env_names,
+        source = environ if environ is not None else dict(os.environ)
+        # Kernel confinement and per-conversation HOMEs (isolation.py, homes.py).
+        self.isolation = Isolation(settings, source)
+        self._env = self.isolation.environment(
+            adapter_environment(source, settings.agent_env_names)
+        )
+        self.homes = AdapterHomes(
+            settings.state_dir,
+            seeds=seeds_for(settings.agent.preset, settings.home_seed),
+            environ=source,
         )
         protection = settings.protection()  # the bridge's own files, in every root
         self.sandboxes = Sandboxes(
@@ -259,13 +268,14 @@ class Bridge:
     # --- adapters ----------------------------------------------------------------------
 
     async def _start_warm(self) -> AgentSession:
-        return await self._start(self._handed or self.sandboxes.create(), load_session_id=None)
+        boundary = self.homes.attach(self._handed or self.sandboxes.create())
+        return await self._start(boundary, load_session_id=None)
 
     @contextlib.asynccontextmanager
     async def probe(self, on_step: StepCallback) -> AsyncIterator[AgentSession]:
         """One adapter started exactly as for a new conversation (`doctor`), in a sandbox of
         its own that goes with it; `on_step` hears each start step that succeeded."""
-        boundary = self._handed or self.sandboxes.create("doctor")
+        boundary = self.homes.attach(self._handed or self.sandboxes.create("doctor"))
         try:
             session = await self._start(boundary, load_session_id=None, on_step=on_step)
             try:
@@ -275,6 +285,8 @@ class Bridge:
         finally:
             if boundary.owned:
                 shutil.rmtree(boundary.root, ignore_errors=True)
+            if boundary.home is not None and boundary.owned:
+                shutil.rmtree(boundary.home, ignore_errors=True)
 
     async def _start(
         self,
@@ -284,10 +296,21 @@ class Bridge:
         on_step: StepCallback | None = None,
     ) -> AgentSession:
         settings = self.settings
+        try:
+            env = home_environment(self._env, self.homes.prepare(boundary))
+            confined = await self.isolation.confine(boundary, within_s=settings.start_timeout_s)
+        except AdapterError as exc:
+            self.metrics.adapter_started(ok=False)
+            logger.error(
+                "adapter could not start", extra={"agent": settings.agent.label, "error": str(exc)}
+            )
+            raise
         spec = SessionSpec(
             command=settings.agent.command,
             label=settings.agent.label,
-            env=self._env,
+            env=env,
+            confined=confined,
+            login_env=self._env,
             boundary=boundary,
             start_timeout_s=settings.start_timeout_s,
             cancel_grace_s=settings.cancel_grace_s,
@@ -356,8 +379,8 @@ class Bridge:
 
     def _boundary_for(self, context_id: str) -> Boundary:
         if self._handed is not None:
-            return self._handed
-        return self.sandboxes.for_context(context_id)
+            return self.homes.attach(self._handed)
+        return self.homes.attach(self.sandboxes.for_context(context_id))
 
     def root_of(self, context_id: str) -> Path | None:
         """The conversation's working directory, once it has one."""
@@ -533,6 +556,9 @@ class Bridge:
             conversation.boundary = session.spec.boundary
             with contextlib.suppress(OSError):
                 old.root.rmdir()  # empty: _is_fresh checked it
+        else:
+            # Under ACP_CWD the warm adapter's home becomes the conversation's (homes.py).
+            conversation.boundary = session.spec.boundary
         conversation.session = session
         conversation.last_session_id = session.session_id
         session.process.log_fields["context_id"] = conversation.context_id

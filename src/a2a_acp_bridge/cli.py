@@ -28,6 +28,7 @@ from a2a_acp_bridge.config import (
     parse_tokens,
 )
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.logs import configure_logging
 
 PROG = "a2a-acp-bridge"
@@ -189,6 +190,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         env = effective_environment(os.environ, flags, cwd)
         settings = Settings.from_env(env, cwd=cwd, insecure=args.insecure)
+        # Fail closed before anything listens: isolation requested but unavailable.
+        Isolation(settings, os.environ)
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -58,6 +58,8 @@ MIN_MAX_LINE_BYTES = 64 * 1024
 # for 17 s.
 DEFAULT_MAX_PARTS = 1000
 SANDBOX_DIR_NAME = ".acp-sandboxes"
+# The bridge's own state (the conversations' adapter homes; later its database).
+STATE_DIR_NAME = ".a2a-acp-bridge"
 # A bearer token shorter than this is guessable; 16 characters of a random token is
 # already far beyond online guessing.
 MIN_TOKEN_CHARS = 16
@@ -248,6 +250,49 @@ class AutoBoolean(Kind[bool | None]):
 
 
 @dataclass(frozen=True)
+class Paths(Kind[tuple[Path, ...]]):
+    """Existing directories or files, separated by `:` like PATH, each resolved once."""
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[Path, ...]:
+        paths = []
+        for item in text.split(":"):
+            if not item.strip():
+                continue
+            path = Path(item.strip()).expanduser()
+            if not path.is_absolute():
+                path = base / path
+            try:
+                paths.append(path.resolve(strict=True))
+            except (OSError, RuntimeError):
+                raise ConfigError(variable, f"{item.strip()!r} does not exist") from None
+        return tuple(paths)
+
+
+@dataclass(frozen=True)
+class HomeSeed(Kind[tuple[str, ...]]):
+    """Paths relative to the operator's HOME, comma-separated (none may leave it);
+    `none`: nothing is copied."""
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        if text.strip().lower() == "none":
+            return ()
+        seeds = []
+        for item in text.split(","):
+            name = item.strip()
+            if not name:
+                continue
+            parts = Path(name).parts
+            if Path(name).is_absolute() or ".." in parts or name.startswith("~"):
+                raise ConfigError(
+                    variable,
+                    f"{name!r} is not a path inside HOME "
+                    "(write it relative, e.g. .codex/auth.json)",
+                )
+            seeds.append(str(Path(*parts)))
+        return tuple(seeds)
+
+
+@dataclass(frozen=True)
 class Token(Kind[str]):
     """A bearer token (never echoed in a message)."""
 
@@ -396,6 +441,40 @@ class Settings:
         Location(),
         f"./{SANDBOX_DIR_NAME}",
         "where per-conversation sandboxes are made (without `ACP_CWD`)",
+    )
+    state_dir: Path = setting(
+        "ACP_STATE_DIR",
+        Location(),
+        f"./{STATE_DIR_NAME}",
+        "the bridge's state: each conversation's adapter HOME (`homes/`)",
+    )
+    isolation: bool = setting(
+        "ACP_ISOLATION",
+        Boolean(),
+        "true",
+        "confine every adapter and all it starts with the kernel (Landlock): writable only its "
+        "conversation's root and home; `false` runs them unconfined (weaker); on where it is "
+        "unavailable, `serve` refuses to start ([docs/isolation.md](docs/isolation.md))",
+    )
+    home_seed: tuple[str, ...] | None = setting(
+        "ACP_HOME_SEED",
+        OrUnset(HomeSeed()),
+        "",
+        "files or directories under the operator's HOME (comma-separated, relative) copied "
+        "into each conversation's HOME; `none`: nothing",
+        shown="the preset's login files",
+    )
+    isolation_read: tuple[Path, ...] = setting(
+        "ACP_ISOLATION_READ",
+        Paths(),
+        "",
+        "more paths (`:`-separated) every adapter may read",
+    )
+    isolation_write: tuple[Path, ...] = setting(
+        "ACP_ISOLATION_WRITE",
+        Paths(),
+        "",
+        "more paths (`:`-separated) every adapter may write: shared by all conversations",
     )
     idle_timeout_s: float = setting(
         "ACP_IDLE_TIMEOUT_MS",

@@ -51,7 +51,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -239,7 +239,6 @@ class Refusal:
     offered: tuple[tuple[str | None, str | None], ...]
     answer: str | None  # the option id sent, or None for the outcome `cancelled`
     turn_effect: str = TurnEffect.UNKNOWN.value
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
         return f"{self.label}: {self.reason}"

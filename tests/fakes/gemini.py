@@ -72,7 +72,10 @@ class FakeGemini(FakeModelServer):
         )
         view = read_view(body.get("contents") or [], tools)
         step = next_step(self.script(view.key), view)
-        self.record(Seen("POST", exchange.path, model, "main", type(step).__name__))
+        system = " ".join(
+            str(part.get("text", "")) for part in _parts(body.get("systemInstruction") or {})
+        )
+        self.record(Seen("POST", exchange.path, model, "main", type(step).__name__, system))
         if isinstance(step, Stall):
             self.stall(exchange)
             return

@@ -47,6 +47,9 @@ class Seen:
     model: str | None
     role: str  # "main", "side", "other" or "outside"
     step: str | None = None
+    # The request's system instructions (gemini's systemInstruction), where the adapter
+    # puts its memory files: what a test reads to see what context reached the model.
+    system: str = ""
 
 
 class Exchange:

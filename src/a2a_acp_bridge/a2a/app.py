@@ -94,6 +94,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
             with_v03=with_v03,
             supervised=bridge.supervised is not False,
             prompt_capabilities=bridge.prompt_capabilities,
+            isolation=bridge.isolation.status.sentence(),
         )
 
     push_configs = PushConfigs()
@@ -185,6 +186,7 @@ def readiness(settings: Settings, bridge: Bridge) -> dict[str, dict[str, object]
     program can be found, the working directory can be written, and a slot is free (or a
     warm or idle adapter would give way). It cannot know whether the agent's credentials
     work. The endpoint is public, so it names no path or program: the log does."""
+    isolation = bridge.isolation.status
     program = settings.agent.command[0]
     found = shutil.which(program) if os.sep not in program else program
     runnable = found is not None and os.access(found, os.X_OK)
@@ -199,5 +201,11 @@ def readiness(settings: Settings, bridge: Bridge) -> dict[str, dict[str, object]
             "ok": bridge.can_start_adapter(),
             "live": bridge.live_adapters,
             "max": settings.max_sessions,
+        },
+        # Which isolation is in force: the bridge refuses to start without the one asked.
+        "isolation": {
+            "ok": True,
+            "mechanism": isolation.mechanism,
+            **({"abi": isolation.abi} if isolation.abi is not None else {}),
         },
     }

@@ -82,7 +82,9 @@ def host_name(header: str) -> str:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class DoorRefusal:
+    """A request turned away at the door: its HTTP status, the metric's reason, the text."""
+
     status: int
     reason: str
     message: str
@@ -121,7 +123,7 @@ class Guard:
         if refusal is None:
             length = headers.get("content-length")
             if length is not None and not length.isdigit():
-                refusal = Refusal(400, "bad_length", "Content-Length is not a number.")
+                refusal = DoorRefusal(400, "bad_length", "Content-Length is not a number.")
             elif length is not None and int(length) > self.max_body_bytes:
                 refusal = self._too_large()
             elif length is not None or headers.get("transfer-encoding"):
@@ -166,11 +168,11 @@ class Guard:
             # Closing before accepting: the server answers the handshake 403.
             await send({"type": "websocket.close", "code": WEBSOCKET_POLICY_VIOLATION})
 
-    def _check(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
+    def _check(self, scope: Scope, headers: dict[str, str]) -> DoorRefusal | None:
         if self.allowed_hosts is not None:
             host = host_name(headers.get("host", ""))
             if host not in self.allowed_hosts:
-                return Refusal(
+                return DoorRefusal(
                     421,
                     "host",
                     f"This server does not answer to the host name {host or '(none)'!r}; "
@@ -182,7 +184,7 @@ class Guard:
             if not self.tokens.accepts(authorization):
                 error = "invalid_token" if authorization else None
                 challenge = f'Bearer realm="{REALM}"' + (f', error="{error}"' if error else "")
-                return Refusal(
+                return DoorRefusal(
                     401,
                     "unauthorized",
                     "A bearer token is required (Authorization: Bearer <token>)."
@@ -192,14 +194,14 @@ class Guard:
                 )
         return None
 
-    def _too_large(self) -> Refusal:
-        return Refusal(
+    def _too_large(self) -> DoorRefusal:
+        return DoorRefusal(
             413,
             "body_too_large",
             f"The request body is larger than {self.max_body_bytes} bytes (A2A_MAX_BODY_BYTES).",
         )
 
-    async def _read_bounded(self, receive: Receive) -> tuple[Receive, Refusal | None]:
+    async def _read_bounded(self, receive: Receive) -> tuple[Receive, DoorRefusal | None]:
         """Read a body of unknown length up to the limit; replay it to the app."""
         chunks: list[bytes] = []
         size = 0
@@ -243,7 +245,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return found
 
 
-async def _respond(send: Send, refusal: Refusal) -> None:
+async def _respond(send: Send, refusal: DoorRefusal) -> None:
     body = json.dumps({"error": refusal.reason, "message": refusal.message}).encode()
     headers = [
         (b"content-type", b"application/json"),

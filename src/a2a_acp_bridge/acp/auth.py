@@ -50,6 +50,9 @@ class Situation:
     offered: tuple[Offered, ...] = ()
     credentials: Credentials = field(default_factory=Credentials)
     env: Mapping[str, str] = field(default_factory=dict)
+    # Where an operator's login is stored: the operator's own environment, from which the
+    # login files are handed to each conversation's HOME (None: `env`).
+    login_env: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def login_path(login: StoredLogin, env: Mapping[str, str]) -> str:
 def _login_sentence(login: StoredLogin, situation: Situation) -> str:
     return (
         f"log in once with `{login_command(login, situation.command)}` ({login.what}), which "
-        f"stores it in {login_path(login, situation.env)}"
+        f"stores it in {login_path(login, situation.login_env or situation.env)}"
     )
 
 
@@ -223,11 +226,14 @@ class Authenticator:
         env: Mapping[str, str],
         requested: str | None,
         on_step: StepCallback | None = None,
+        login_env: Mapping[str, str] | None = None,
     ) -> None:
         self._conn = conn
         self._requested = requested
         self._on_step = on_step
-        self.situation = Situation(agent=label, command=tuple(command), env=env)
+        self.situation = Situation(
+            agent=label, command=tuple(command), env=env, login_env=login_env
+        )
         self.used: Login | None = None
 
     async def start(self, agent: str, credentials: Credentials | None, methods: Any) -> None:
@@ -238,6 +244,7 @@ class Authenticator:
             offered=offered_methods(methods),
             credentials=credentials or Credentials(),
             env=self.situation.env,
+            login_env=self.situation.login_env,
         )
         if self._requested:
             await self._log_in(self._choose())

@@ -57,6 +57,7 @@ from a2a_acp_bridge.errors import (
     SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, QuestionReply, TurnEnd, TurnEvent
+from a2a_acp_bridge.isolation import Confined
 from a2a_acp_bridge.permissions import Answerer, Decider, Supervision, answer, decide
 from a2a_acp_bridge.prompt import PromptPart
 from a2a_acp_bridge.turn import Turn, TurnCancelled
@@ -99,6 +100,11 @@ class SessionSpec:
     auth_method: str | None = None  # the operator's choice (ACP_AUTH_METHOD)
     on_step: StepCallback | None = None  # told of each start step that succeeded (doctor)
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # ACP_MAX_LINE_BYTES
+    # How the kernel confines the adapter (isolation.py); None: unconfined.
+    confined: Confined | None = None
+    # The operator's environment, for where a login is stored (`env` has the conversation's
+    # own HOME, into which those files are copied).
+    login_env: Mapping[str, str] | None = None
 
 
 class AgentSession:
@@ -134,6 +140,7 @@ class AgentSession:
             env=spec.env,
             requested=spec.auth_method,
             on_step=spec.on_step,
+            login_env=spec.login_env,
         )
         self.agent_info = AgentInfo()
         self.session_id = ""
@@ -160,7 +167,13 @@ class AgentSession:
     @classmethod
     async def start(cls, spec: SessionSpec) -> AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
-        process = await spawn(spec.command, cwd=spec.boundary.root, env=spec.env, label=spec.label)
+        process = await spawn(
+            spec.command,
+            cwd=spec.boundary.root,
+            env=spec.env,
+            label=spec.label,
+            confined=spec.confined,
+        )
         session = cls(process, spec)
         session._step("spawn", f"pid {process.pid}; its environment: {', '.join(sorted(spec.env))}")
         try:
