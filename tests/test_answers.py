@@ -77,7 +77,12 @@ SCRIPT = {
             {"op": "say", "text": "just this"},
             {"op": "end_meta", "meta": {"a2a": {"reply": "message"}}},
         ],
-        "long": [{"op": "chunks", "n": 400, "size": 50}],
+        # Four bursts, apart: at least four streamed chunks however loaded the machine is.
+        "long": [
+            step
+            for _ in range(4)
+            for step in ({"op": "chunks", "n": 100, "size": 50}, {"op": "sleep", "seconds": 0.15})
+        ],
     },
 }
 
