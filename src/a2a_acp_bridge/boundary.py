@@ -23,6 +23,7 @@ import re
 import stat
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,3 +197,17 @@ def relative_text(text: str, root: Path | None) -> str:
         return text
     pattern = re.compile(re.escape(str(root)) + r"(?:/+|(?![\w.~-]))")
     return pattern.sub(lambda m: "" if m.group().endswith("/") else ".", text)
+
+
+def without_layout(text: str, layout: Sequence[tuple[Path, str]]) -> str:
+    """`text` with each of the bridge's own directories written as its label (`<bridge>`,
+    `<python>`, ...): an adapter's stderr quoted in an error names where the bridge and
+    its adapters are installed, which the caller has no business learning. The longest
+    path goes first, so a directory inside another keeps its own label."""
+    for path, label in sorted(layout, key=lambda item: -len(str(item[0]))):
+        prefix = str(path)
+        if prefix in ("", "/") or prefix not in text:
+            continue
+        pattern = re.compile(re.escape(prefix) + r"(?![\w.~-])")
+        text = pattern.sub(label, text)
+    return text

@@ -24,6 +24,7 @@ import functools
 import logging
 import os
 import shutil
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from a2a_acp_bridge.acp.process import adapter_environment
 from a2a_acp_bridge.acp.session import AgentSession, SessionSpec, notice_for_lost_memory
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary, Sandboxes, handed_boundary
-from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.config import Settings, adapters_dir
 from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
@@ -137,6 +138,19 @@ class Bridge:
             )
             if settings.acp_cwd is not None
             else None
+        )
+        # The bridge's own directories, as the caller may see them named (without_layout).
+        home = source.get("HOME")
+        self.layout: tuple[tuple[Path, str], ...] = tuple(
+            (path.resolve(), label)
+            for path, label in (
+                (settings.workdir, "<bridge>"),
+                (settings.sandbox_parent, "<sandboxes>"),
+                (settings.state_dir, "<state>"),
+                (Path(sys.prefix), "<python>"),
+                (adapters_dir(), "<adapters>"),
+                *(((Path(home), "<home>"),) if home else ()),
+            )
         )
         self._conversations: dict[str, Conversation] = {}
         self._turns: dict[str, Turn] = {}

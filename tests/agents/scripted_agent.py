@@ -60,7 +60,7 @@ Steps (`op`):
     signal NAME                        kill itself with that signal
     hang                               never answer this prompt
     error CODE MESSAGE                 answer the prompt with a JSON-RPC error
-    stderr BYTES                       write that much to stderr
+    stderr BYTES [text]                write that much to stderr (then `text`, if given)
     grandchild SECONDS                 start a child that holds stdout open, then crash
     child SECONDS                      start a child (same group, no pipes) and go on
     daemon SECONDS                     start a child in a session of its own (setsid)
@@ -335,7 +335,11 @@ class ScriptedAgent:
         elif op == "error":
             raise RpcError(int(step["code"]), str(step["message"]))
         elif op == "stderr":
-            sys.stderr.write("e" * int(step["bytes"]) + "\nlast words of the scripted agent\n")
+            sys.stderr.write(
+                "e" * int(step.get("bytes", 0)) + "\nlast words of the scripted agent\n"
+            )
+            if "text" in step:
+                sys.stderr.write(str(step["text"]) + "\n")
             sys.stderr.flush()
         elif op == "grandchild":
             child = subprocess.Popen(

@@ -335,7 +335,12 @@ class TaskRun:
                 self.paused.set()
 
     async def _fail(self, exc: Exception) -> None:
-        state, message = task_failure(exc, self.turn)
+        state, message = task_failure(
+            exc,
+            self.turn,
+            root=self.bridge.root_of(self.turn.context_id),
+            layout=self.bridge.layout,
+        )
         try:
             with anyio.CancelScope(shield=True):
                 await self.publisher.publish(self.progress.finish())
