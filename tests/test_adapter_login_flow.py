@@ -82,7 +82,7 @@ async def test_without_the_key_the_task_fails_naming_the_variables_and_the_login
         "codex-acp is not authenticated: set CODEX_API_KEY or OPENAI_API_KEY (its 'api-key' "
         "method) in the bridge's environment, or log in once with `"
     )
-    assert f"which stores it in {tmp_path}/.codex/auth.json" in text
+    assert "which stores it in ~/.codex/auth.json" in text  # the caller sees no layout
     assert events(log, "authenticate") == []  # nothing it could log in with: nothing tried
     assert events(log, "session/prompt") == []
 

@@ -206,7 +206,7 @@ async def test_codex_without_credentials_fails_the_task_naming_the_key_and_the_l
         "method) in the bridge's environment, or log in once with `"
     )
     assert "codex-acp cli login` (a ChatGPT login)" in note
-    assert note.endswith(f"which stores it in {rig.home}/.codex/auth.json")
+    assert note.endswith("which stores it in ~/.codex/auth.json")
     assert rig.outside() == []
 
 

@@ -174,6 +174,6 @@ async def test_a_method_named_by_the_operator_that_gemini_cannot_use_is_a_clear_
     text = status_text(task["status"])
     assert text.startswith(expected)
     if method == "oauth-personal":
-        assert f"which stores it in {rig.home}/.gemini/oauth_creds.json" in text
+        assert "which stores it in ~/.gemini/oauth_creds.json" in text
         assert "--acp" not in text  # the interactive CLI, not the ACP server
     assert rig.outside() == []

@@ -201,9 +201,10 @@ def relative_text(text: str, root: Path | None) -> str:
 
 def without_layout(text: str, layout: Sequence[tuple[Path, str]]) -> str:
     """`text` with each of the bridge's own directories written as its label (`<bridge>`,
-    `<python>`, ...): an adapter's stderr quoted in an error names where the bridge and
+    `<python>`, `~` ...): an adapter's stderr quoted in an error names where the bridge and
     its adapters are installed, which the caller has no business learning. The longest
-    path goes first, so a directory inside another keeps its own label."""
+    path goes first, so a directory inside another keeps its own label (of equal ones, the
+    first in `layout`)."""
     for path, label in sorted(layout, key=lambda item: -len(str(item[0]))):
         prefix = str(path)
         if prefix in ("", "/") or prefix not in text:

@@ -144,12 +144,14 @@ class Bridge:
         self.layout: tuple[tuple[Path, str], ...] = tuple(
             (path.resolve(), label)
             for path, label in (
+                # The operator's HOME first: where it is the working directory too, `~/...`
+                # still tells the operator where a login file goes.
+                *(((Path(home), "~"),) if home else ()),
                 (settings.workdir, "<bridge>"),
                 (settings.sandbox_parent, "<sandboxes>"),
                 (settings.state_dir, "<state>"),
                 (Path(sys.prefix), "<python>"),
                 (adapters_dir(), "<adapters>"),
-                *(((Path(home), "<home>"),) if home else ()),
             )
         )
         self._conversations: dict[str, Conversation] = {}
