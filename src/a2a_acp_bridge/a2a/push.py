@@ -220,8 +220,6 @@ class PushDelivery(PushNotificationSender):
         self._running = 0
         self._quiet = anyio.Event()
         self._quiet.set()
-        self.delivered = 0
-        self.failed = 0
 
     async def __aenter__(self) -> PushDelivery:
         # Direct connections only (no proxy from the environment): the address checked is
@@ -296,10 +294,7 @@ class PushDelivery(PushNotificationSender):
         try:
             while box.items:
                 body = box.items[0]
-                if await self._deliver(key[0], box.config, body):
-                    self.delivered += 1
-                else:
-                    self.failed += 1
+                await self._deliver(key[0], box.config, body)  # logs what did not go out
                 box.items.popleft()
         finally:
             box.running = False
