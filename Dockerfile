@@ -7,7 +7,10 @@
 #
 # No heredocs and no `# syntax=` line: the image must also build with podman 4.3 / buildah 1.28.
 ARG PYTHON_VERSION=3.11
-FROM python:${PYTHON_VERSION}-slim
+# Any Debian-based image with python3, python3-venv and `python` on PATH will do: where no
+# registry can be reached, scripts/container_check makes one and passes it here.
+ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim
+FROM ${BASE_IMAGE}
 
 # Node 22 (claude-agent-acp 0.101 needs >= 22; Debian bookworm ships 18) with npm and npx,
 # pinned, as a wheel from the Python package index (amd64 and arm64 builds exist).
@@ -61,9 +64,9 @@ RUN if [ -n "$ADAPTERS" ]; then \
       && npm cache clean --force; \
     fi
 
-# The non-root user. Its home is on the volume: npx's cache and the adapters' own
-# session files (which let a restarted adapter reload its conversation) survive restarts,
-# as does the state directory (tasks, push configs, conversations: /data/state).
+# The non-root user. Its home is on the volume: npx's cache, the login files handed to
+# each conversation's own HOME (/data/homes, where sessions persist) and the state database
+# (tasks, push configs, conversations) survive restarts.
 RUN useradd --uid 10001 --user-group --home-dir /data/home --no-create-home --shell /usr/sbin/nologin bridge \
  && mkdir -p /data/home /data/sandboxes /data/state && chmod 700 /data/state \
  && chown -R bridge:bridge /data
@@ -73,11 +76,14 @@ USER bridge
 
 # Listening on every interface of the container: the bridge refuses to start that way
 # without A2A_TOKEN or A2A_TOKEN_FILE (or an explicit --insecure).
+# Each conversation's adapter HOME goes under /data/homes (ACP_STATE_DIR), seeded from
+# /data/home; adapters run confined by Landlock (ACP_ISOLATION, default on), which needs
+# no capability and which Docker's (23.0+) and Podman's default seccomp profiles allow.
 ENV HOME=/data/home \
     HOST=0.0.0.0 \
     PORT=41241 \
     ACP_SANDBOX_DIR=/data/sandboxes \
-    ACP_STATE_DIR=/data/state
+    ACP_STATE_DIR=/data
 EXPOSE 41241
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

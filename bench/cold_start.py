@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""First answer of a new conversation with real adapters, with and without the warm pool.
+"""First answer of a new conversation with real adapters: the warm pool, and the cost of
+adapter isolation.
 
     ./scripts/bench --cold-start        (needs the adapters installed by ./scripts/test)
 
@@ -8,6 +9,11 @@ claude-agent-acp and codex-acp run for real against the test suite's fake model 
 (0: the adapter starts when the message arrives; 1: one adapter waits, already started
 and supervised), several new contexts send one message whose model answer is plain text;
 the time from the POST to the first answer text and to the end is recorded.
+
+Then, for the demo agent and both adapters, with ACP_ISOLATION off and on: the adapter's
+spawn-to-session time (spawn, initialize, session/new, the supervised mode), the first
+answer of a new conversation without the pool, and a warm turn (a second message in the
+same conversation).
 """
 
 from __future__ import annotations
@@ -28,21 +34,27 @@ sys.path.insert(0, str(ROOT))
 from tests.fakes.anthropic import FakeAnthropic  # noqa: E402
 from tests.fakes.openai import FakeOpenAI  # noqa: E402
 from tests.fakes.script import Say, Script  # noqa: E402
-from tests.support.real_adapters import HTTP_TIMEOUT_S, claude_rig, codex_rig  # noqa: E402
-from tests.support.server import serve_bridge  # noqa: E402
+from tests.support.real_adapters import HTTP_TIMEOUT_S, Rig, claude_rig, codex_rig  # noqa: E402
+from tests.support.server import make_settings, serve_bridge  # noqa: E402
 from tests.support.wire import user_message  # noqa: E402
 
+from a2a_acp_bridge.bridge import Bridge  # noqa: E402
+
 CONTEXTS = 4
+# Adapter starts measured for the spawn-to-session time, per adapter and isolation mode.
+STARTS = 10
 # A warm adapter is ready once the pool holds it; wait at most this long for the refill.
 POOL_FILL_S = 60.0
 
 
-async def first_answer(client: httpx.AsyncClient, url: str, text: str) -> tuple[float, float]:
+async def first_answer(
+    client: httpx.AsyncClient, url: str, text: str, context_id: str | None = None
+) -> tuple[float, float]:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "SendStreamingMessage",
-        "params": {"message": user_message(text)},
+        "params": {"message": user_message(text, context_id=context_id)},
     }
     started = time.perf_counter()
     first = None
@@ -95,15 +107,104 @@ async def measure(preset: str, pool: int) -> dict[str, Any]:
             fake.stop()
 
 
+def make_rig(preset: str, fake: Any, tmp: Path) -> Rig | None:
+    if preset == "claude":
+        return claude_rig(fake, tmp)
+    if preset == "codex":
+        return codex_rig(fake, tmp)
+    return None
+
+
+def rig_settings(preset: str, fake: Any, tmp: Path, isolation: str) -> tuple[Any, Any]:
+    rig = make_rig(preset, fake, tmp)
+    env = {"ACP_ISOLATION": isolation, "ACP_POOL_SIZE": "0"}
+    if rig is None:
+        return make_settings(tmp, env), None
+    return rig.settings(tmp, **env), rig.environ
+
+
+async def start_once(preset: str, fake: Any, tmp: Path, isolation: str) -> float:
+    """One adapter start, spawn to supervised session, in a bridge of its own."""
+    settings, environ = rig_settings(preset, fake, tmp, isolation)
+    bridge = Bridge(settings, environ=environ)
+    bridge.isolation.deny_ports([1])  # as a served bridge does for its own port
+    async with bridge:
+        boundary = bridge.homes.attach(bridge.sandboxes.create())
+        started = time.perf_counter()
+        session = await bridge._start(boundary, load_session_id=None)
+        elapsed = (time.perf_counter() - started) * 1000
+        await session.close()
+    return elapsed
+
+
+async def turns(preset: str, fake: Any, tmp: Path, isolation: str) -> tuple[float, float]:
+    """Medians of the first answer of new contexts (no pool) and of a warm second turn."""
+    settings, environ = rig_settings(preset, fake, tmp, isolation)
+    firsts, warms = [], []
+    async with (
+        serve_bridge(settings, environ=environ) as running,
+        httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client,
+    ):
+        for index in range(CONTEXTS):
+            context = f"bench-{isolation}-{index}"
+            script = fake.add(Script([Say("ready")]))
+            first, _ = await first_answer(client, running.rpc_url, f"hi {script.marker}", context)
+            again = fake.add(Script([Say("again")]))
+            warm, _ = await first_answer(client, running.rpc_url, f"again {again.marker}", context)
+            firsts.append(first)
+            warms.append(warm)
+    return statistics.median(firsts), statistics.median(warms)
+
+
+async def measure_isolation(preset: str) -> dict[str, dict[str, float]]:
+    """Spawn-to-session, first answer (pool 0) and a warm turn, isolation off and on,
+    interleaved so that the shared machine's noise falls on both alike."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-iso-{preset}-") as scratch:
+        fake: Any = FakeOpenAI() if preset == "codex" else FakeAnthropic()
+        fake.start()
+        try:
+            starts: dict[str, list[float]] = {"off": [], "on": []}
+            for index in range(STARTS):
+                order = ("off", "on") if index % 2 == 0 else ("on", "off")
+                for isolation in order:
+                    tmp = Path(tempfile.mkdtemp(dir=scratch))
+                    starts[isolation].append(await start_once(preset, fake, tmp, isolation))
+            rows = {}
+            for isolation in ("off", "on"):
+                tmp = Path(tempfile.mkdtemp(dir=scratch))
+                first, warm = await turns(preset, fake, tmp, isolation)
+                rows[isolation] = {
+                    "spawn_to_session_ms": statistics.median(starts[isolation]),
+                    "first_text_ms": first,
+                    "warm_text_ms": warm,
+                }
+            return rows
+        finally:
+            fake.stop()
+
+
 async def main() -> int:
     print(f"== first answer of a new context, real adapters (median of {CONTEXTS} contexts)")
     print(f"{'adapter':8} {'pool':>4} {'1st text ms':>12} {'total ms':>9}")
-    results = {}
+    results: dict[str, Any] = {}
     for preset in ("claude", "codex"):
         for pool in (0, 1):
             row = await measure(preset, pool)
             results[f"{preset}-pool{pool}"] = row
             print(f"{preset:8} {pool:4} {row['first_text_ms']:12.0f} {row['total_ms']:9.0f}")
+    print(
+        f"== isolation off vs on (median of {STARTS} starts, {CONTEXTS} contexts; "
+        "demo: the embedded agent)"
+    )
+    print(f"{'adapter':8} {'isolation':>9} {'start ms':>9} {'1st text ms':>12} {'warm ms':>8}")
+    for preset in ("demo", "claude", "codex"):
+        rows = await measure_isolation(preset)
+        for isolation, row in rows.items():
+            results[f"{preset}-isolation-{isolation}"] = row
+            print(
+                f"{preset:8} {isolation:>9} {row['spawn_to_session_ms']:9.0f} "
+                f"{row['first_text_ms']:12.0f} {row['warm_text_ms']:8.0f}"
+            )
     return 0
 
 

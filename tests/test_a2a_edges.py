@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,10 +14,11 @@ import pytest
 from a2a.types.a2a_pb2 import AgentCard
 from google.protobuf.json_format import ParseDict, ParseError
 
+from a2a_acp_bridge.a2a.gate import asked_media_type
 from a2a_acp_bridge.a2a.store import TaskStore
 from tests.support.agents import scripted_agent
 from tests.support.server import RunningBridge, make_settings, serve_bridge
-from tests.support.wire import error_code, rest, rpc, user_message
+from tests.support.wire import error_code, rest, rpc, send, user_message
 
 pytestmark = pytest.mark.anyio
 
@@ -173,6 +175,41 @@ async def test_a_rest_client_gets_its_own_json_media_type_back(bridge: RunningBr
     assert plain.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
+@pytest.mark.parametrize(
+    ("content_type", "accept", "expected"),
+    [
+        (None, "application/json", "application/json"),
+        (None, None, "application/a2a+json"),
+        (None, "application/a2a+json", "application/a2a+json"),
+        ("application/a2a+json", "application/json", "application/json"),
+        ("application/json", "application/a2a+json, application/json", "application/a2a+json"),
+        ("application/json", "*/*", "application/json"),
+    ],
+)
+def test_the_media_type_asked_for_is_accept_first_then_the_body_s_own(
+    content_type: str | None, accept: str | None, expected: str
+) -> None:
+    encoded = asked_media_type(
+        accept.encode() if accept else None, content_type.encode() if content_type else None
+    )
+    assert (encoded or b"application/a2a+json").decode() == expected
+
+
+async def test_a_get_that_accepts_plain_json_gets_plain_json(bridge: RunningBridge) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        task = await send(client, bridge.rpc_url, "hi")
+        plain = await client.get(
+            f"{bridge.url}/rest/tasks/{task['id']}",
+            headers={"Accept": "application/json", "A2A-Version": "1.0"},
+        )
+        default = await client.get(
+            f"{bridge.url}/rest/tasks/{task['id']}", headers={"A2A-Version": "1.0"}
+        )
+    assert plain.status_code == default.status_code == 200
+    assert plain.headers["content-type"] == "application/json"
+    assert default.headers["content-type"].startswith("application/a2a+json")
+
+
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
 async def test_a_body_over_the_limit_is_refused_with_a_clear_error(
     bridge: RunningBridge, declared: bool
@@ -239,31 +276,70 @@ async def test_the_card_is_cacheable_and_revalidates(bridge: RunningBridge) -> N
     assert again.status_code == 304
 
 
-async def test_the_default_card_is_a_pure_a2a_1_0_card(bridge: RunningBridge) -> None:
+V03_FIELDS = {"url", "preferredTransport", "protocolVersion"}
+
+
+async def test_a_card_request_stating_a2a_1_0_gets_the_pure_1_0_card(bridge: RunningBridge) -> None:
     async with httpx.AsyncClient(timeout=30) as client:
-        card = (await client.get(f"{bridge.url}/.well-known/agent-card.json")).json()
-    parsed = ParseDict(card, AgentCard())  # unknown (0.3) members would raise
-    assert {i.protocol_version for i in parsed.supported_interfaces} == {"1.0"}
-    assert {i.protocol_binding for i in parsed.supported_interfaces} == {"JSONRPC", "HTTP+JSON"}
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": True}
+        by_header = await client.get(
+            f"{bridge.url}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}
+        )
+        by_query = await client.get(f"{bridge.url}/.well-known/agent-card.json?A2A-Version=1.0")
+    for response in (by_header, by_query):
+        card = response.json()
+        parsed = ParseDict(card, AgentCard())  # unknown (0.3) members would raise
+        assert {i.protocol_version for i in parsed.supported_interfaces} == {"1.0"}
+        assert {i.protocol_binding for i in parsed.supported_interfaces} == {"JSONRPC", "HTTP+JSON"}
+        assert card["capabilities"] == {"streaming": True, "pushNotifications": True}
+        assert response.headers["vary"] == "A2A-Version"
 
 
-async def test_a2a_card_v03_declares_the_0_3_interfaces_too(tmp_path: Path) -> None:
+async def test_a_card_request_without_a_version_gets_the_0_3_fields_too(
+    bridge: RunningBridge,
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        current = (await client.get(f"{bridge.url}/.well-known/agent-card.json")).json()
+        legacy = (await client.get(f"{bridge.url}/.well-known/agent.json")).json()
+    for card in (current, legacy):
+        assert card.keys() >= V03_FIELDS
+        assert card["url"] == f"{bridge.url}/"
+        assert card["preferredTransport"] == "JSONRPC"
+        versions = {
+            (i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
+        }
+        assert versions == {
+            ("JSONRPC", "1.0"),
+            ("HTTP+JSON", "1.0"),
+            ("JSONRPC", "0.3"),
+            ("HTTP+JSON", "0.3"),
+        }
+        # The 1.0 interfaces come first, so a 1.0 client picks them.
+        assert card["supportedInterfaces"][0]["protocolVersion"] == "1.0"
+
+
+@pytest.mark.parametrize(("setting", "v03_without_header"), [("true", True), ("false", False)])
+async def test_a2a_card_v03_decides_for_every_card_request(
+    tmp_path: Path, setting: str, v03_without_header: bool
+) -> None:
     settings = make_settings(
-        tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, SCRIPT), "A2A_CARD_V03": "true"}
+        tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, SCRIPT), "A2A_CARD_V03": setting}
     )
     async with serve_bridge(settings) as running, httpx.AsyncClient(timeout=30) as client:
-        card = (await client.get(f"{running.url}/.well-known/agent-card.json")).json()
-    versions = {(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]}
-    assert versions == {
-        ("JSONRPC", "1.0"),
-        ("HTTP+JSON", "1.0"),
-        ("JSONRPC", "0.3"),
-        ("HTTP+JSON", "0.3"),
-    }
-    assert card["protocolVersion"] == "0.3"
-    with pytest.raises(ParseError):
-        ParseDict(card, AgentCard())
+        plain = (await client.get(f"{running.url}/.well-known/agent-card.json")).json()
+        stated = (
+            await client.get(
+                f"{running.url}/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}
+            )
+        ).json()
+        legacy = (await client.get(f"{running.url}/.well-known/agent.json")).json()
+    assert (plain.keys() >= V03_FIELDS) is v03_without_header
+    assert (stated.keys() >= V03_FIELDS) is v03_without_header
+    assert legacy.keys() >= V03_FIELDS
+    if not v03_without_header:
+        ParseDict(plain, AgentCard())
+    else:
+        with pytest.raises(ParseError):
+            ParseDict(plain, AgentCard())
 
 
 # --- failures -----------------------------------------------------------------------------
@@ -316,3 +392,22 @@ async def test_the_card_lists_the_media_types_the_agent_accepts_once_it_runs(
         "image/gif",
         "image/webp",
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "2.0", "id": 1},  # no method
+        {"jsonrpc": "2.0", "id": {"not": "an id"}, "method": "message/send", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": 7}},
+    ],
+    ids=["no-method", "bad-id", "bad-params"],
+)
+async def test_a_malformed_json_rpc_request_is_an_error_without_a_traceback_in_the_log(
+    bridge: RunningBridge, caplog: pytest.LogCaptureFixture, body: dict[str, Any]
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = await client.post(bridge.rpc_url, json=body, headers={"A2A-Version": "1.0"})
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] in (-32600, -32602)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]

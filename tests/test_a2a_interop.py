@@ -13,6 +13,7 @@ from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
     ListTasksRequest,
     Message,
@@ -23,18 +24,25 @@ from a2a.types.a2a_pb2 import (
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import TaskNotFoundError
 
 from tests.support.agents import scripted_agent
 from tests.support.server import RunningBridge, make_settings, serve_bridge
+from tests.support.webhook import serve_webhook
 
 pytestmark = pytest.mark.anyio
 
 SCRIPT = {
     "by_prompt": {
         "long": [{"op": "say", "text": "started\n"}, {"op": "wait_cancel"}],
+        "ask": [
+            {"op": "say", "text": "let me ask\n"},
+            {"op": "ask", "message": "Which colour?"},
+            {"op": "say", "text": "thanks\n"},
+        ],
         "slow": [{"op": "say", "text": "begun\n"}, {"op": "sleep", "seconds": 0.5}],
     },
     "turns": [[{"op": "say", "text": "hello from the agent"}]],
@@ -96,7 +104,7 @@ async def _final_task(events: AsyncIterator[StreamResponse]) -> tuple[Task, list
 @pytest.fixture
 async def bridge(tmp_path: Path) -> AsyncIterator[RunningBridge]:
     settings = make_settings(
-        tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, SCRIPT), "A2A_CARD_V03": "true"}
+        tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, SCRIPT), "A2A_PUSH_ALLOW_PRIVATE": "true"}
     )
     async with serve_bridge(settings) as running:
         yield running
@@ -220,3 +228,44 @@ async def test_an_unknown_task_is_task_not_found_for_the_client(
         async with client:
             with pytest.raises(TaskNotFoundError):
                 await client.get_task(GetTaskRequest(id="no-such-task"))
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_question_is_answered_by_a_streamed_reply_and_the_webhook_sees_it_end(
+    bridge: RunningBridge, binding: str, version: str
+) -> None:
+    async with serve_webhook() as hook, httpx.AsyncClient(timeout=30) as http:
+        card = await _card(bridge, http, version)
+        blocking = await _client(http, card, binding, streaming=False)
+        streaming = await _client(http, card, binding, streaming=True)
+        async with blocking, streaming:
+            asked, _ = await _final_task(
+                blocking.send_message(SendMessageRequest(message=_message("ask")))
+            )
+            config = TaskPushNotificationConfig(
+                task_id=asked.id, id="hook-1", url=hook.url, token="tok-13"
+            )
+            await blocking.create_task_push_notification_config(config)
+            fetched = await blocking.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=asked.id, id="hook-1")
+            )
+            events = [
+                event
+                async for event in streaming.send_message(
+                    SendMessageRequest(message=_message("blue", task_id=asked.id))
+                )
+            ]
+        final = "TASK_STATE_COMPLETED" if version == "1.0" else "completed"
+        deliveries = await hook.wait_for_state(final)
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert fetched.url == hook.url
+    assert events[0].WhichOneof("payload") == "task"
+    assert events[0].task.id == asked.id
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    closing = [e.artifact_update for e in events if e.artifact_update.last_chunk]
+    whole = "".join(p.text for p in closing[-1].artifact.parts)
+    assert whole.startswith("let me ask\n")
+    assert whole.endswith("thanks\n")
+    # The webhook gets the payloads of the version the config was created with.
+    assert all(("kind" in d.body) is (version == "0.3") for d in deliveries)

@@ -37,6 +37,7 @@ SCRIPT = {
             {"op": "say", "text": "done\n"},
         ],
         "nothing": [],
+        "quiet": [{"op": "wait_cancel"}],
     },
     "turns": [[{"op": "say", "text": "hello from the agent"}]],
 }
@@ -267,6 +268,35 @@ async def test_cancelling_a_running_task_ends_it_canceled(bridge: RunningBridge)
         again = await rpc(client, bridge.rpc_url, "CancelTask", {"id": task_id})
     assert cancelled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
     assert error_code(again) == -32002
+
+
+async def test_a_quiet_blocking_send_is_visible_and_cancellable_from_the_start(
+    bridge: RunningBridge,
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as client, anyio.create_task_group() as group:
+        await send(client, bridge.rpc_url, "nothing")  # the agent is known from now on
+        blocked: dict[str, Any] = {}
+
+        async def blocking_send() -> None:
+            reply = await rpc(
+                client, bridge.rpc_url, "SendMessage", {"message": user_message("quiet")}
+            )
+            blocked.update(reply["result"]["task"])
+
+        group.start_soon(blocking_send)
+        with anyio.fail_after(5):
+            while True:  # the blocking call has not returned: the task must be listed
+                listed = await rpc(
+                    client, bridge.rpc_url, "ListTasks", {"status": "TASK_STATE_WORKING"}
+                )
+                if listed["result"]["tasks"]:
+                    break
+                await anyio.sleep(0.05)
+        [working] = listed["result"]["tasks"]
+        cancelled = await rpc(client, bridge.rpc_url, "CancelTask", {"id": working["id"]})
+    assert cancelled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert blocked["id"] == working["id"]
+    assert blocked["status"]["state"] == "TASK_STATE_CANCELED"
 
 
 # --- multi-turn -------------------------------------------------------------------------

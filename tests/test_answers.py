@@ -15,13 +15,23 @@ from a2a.types.a2a_pb2 import Artifact, Part
 from a2a_acp_bridge.a2a.store import MERGE_LIMIT, fold_last_text_part
 from tests.support.agents import scripted_agent
 from tests.support.server import make_settings, serve_bridge
-from tests.support.wire import artifact, rpc, send, stream, user_message
+from tests.support.wire import (
+    artifact,
+    assembled,
+    last_chunks,
+    rpc,
+    send,
+    stream,
+    task_report,
+    user_message,
+)
 
 pytestmark = pytest.mark.anyio
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 SCRIPT = {
     "echo_meta": True,
+    "init_meta": {"a2a": {"directReplies": True}},
     "by_prompt": {
         "files": [
             {"op": "say", "text": "here they are\n"},
@@ -67,7 +77,12 @@ SCRIPT = {
             {"op": "say", "text": "just this"},
             {"op": "end_meta", "meta": {"a2a": {"reply": "message"}}},
         ],
-        "long": [{"op": "chunks", "n": 400, "size": 50}],
+        # Four bursts, apart: at least four streamed chunks however loaded the machine is.
+        "long": [
+            step
+            for _ in range(4)
+            for step in ({"op": "chunks", "n": 100, "size": 50}, {"op": "sleep", "seconds": 0.15})
+        ],
     },
 }
 
@@ -90,7 +105,7 @@ async def test_files_and_data_the_agent_returns_are_parts_of_the_answer(tmp_path
     found = artifact(task, "answer")
     assert found is not None
     parts = found["parts"]
-    link, notes, data, image, report = parts[-5:]
+    link, notes, data, image = parts[-4:]
     assert link == {
         "url": "https://example.com/out.txt",
         "filename": "out.txt",
@@ -103,7 +118,7 @@ async def test_files_and_data_the_agent_returns_are_parts_of_the_answer(tmp_path
     assert data["filename"] == "result.json"
     assert base64.b64decode(image["raw"]).startswith(b"\x89PNG")
     assert image["mediaType"] == "image/png"
-    assert report["data"]["stopReason"] == "end_turn"
+    assert task_report(task)["stopReason"] == "end_turn"
     assert "here they are\n" in "".join(part.get("text", "") for part in parts)
 
 
@@ -163,20 +178,25 @@ async def test_a_long_answer_streams_in_chunks_but_is_stored_in_few_parts(tmp_pa
         events = [e async for e in stream(c, bridge.rpc_url, {"message": user_message("long")})]
         task_id = events[0]["task"]["id"]
         stored = (await rpc(c, bridge.rpc_url, "GetTask", {"id": task_id}))["result"]
-    chunks = [
-        p.get("text", "")
+    updates = [
+        e["artifactUpdate"]
         for e in events
         if "artifactUpdate" in e and e["artifactUpdate"]["artifact"]["artifactId"] == "answer"
-        for p in e["artifactUpdate"]["artifact"]["parts"]
     ]
+    chunks = [p.get("text", "") for u in updates[:-1] for p in u["artifact"]["parts"]]
     found = artifact(stored, "answer")
     assert found is not None
-    texts = [p["text"] for p in found["parts"] if "text" in p]
-    assert "".join(texts) == "".join(chunks)
-    assert len("".join(texts)) > 20000
-    assert len(chunks) > len(texts)
-    assert len(texts) <= 20000 // MERGE_LIMIT + 3
-    assert "data" in found["parts"][-1]
+    stored_texts = [p["text"] for p in found["parts"] if "text" in p]
+    assert "".join(stored_texts) == "".join(chunks)
+    assert len("".join(stored_texts)) > 20000
+    assert len(chunks) > len(stored_texts)
+    assert len(stored_texts) <= 20000 // MERGE_LIMIT + 3
+    # The closing update carries the stored (folded) parts, not one part per chunk.
+    closing = updates[-1]
+    assert closing["lastChunk"] is True
+    assert closing.get("append", False) is False
+    assert closing["artifact"]["parts"] == found["parts"]
+    assert assembled(events)["answer"] == last_chunks(events)["answer"] == found["parts"]
 
 
 def test_folding_joins_small_plain_text_and_leaves_everything_else_alone() -> None:

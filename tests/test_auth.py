@@ -105,7 +105,7 @@ async def test_the_card_and_the_probes_stay_public_and_the_card_declares_the_sch
 ) -> None:
     settings = make_settings(tmp_path, {"A2A_TOKEN": TOKEN})
     async with serve_bridge(settings) as bridge, httpx.AsyncClient() as client:
-        card = await client.get(bridge.url + CARD)
+        card = await client.get(bridge.url + CARD, headers={"A2A-Version": "1.0"})
         health = await client.get(bridge.url + "/healthz")
         ready = await client.get(bridge.url + "/readyz")
         metrics_refused = await client.get(bridge.url + "/metrics")
@@ -273,5 +273,7 @@ async def test_the_send_command_presents_the_token_and_fails_clearly_without_it(
             )
     assert from_env.returncode == 0, from_env.stderr
     assert b"[COMPLETED]" in from_env.stdout
+    # The answer is printed as it streams, once: the closing update is not printed again.
+    assert from_env.stdout.count(b"Wrote a.txt") == 1, from_env.stdout
     assert without.returncode == 2
     assert b"401" in without.stderr

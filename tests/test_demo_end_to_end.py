@@ -10,11 +10,14 @@ import pytest
 from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import (
     TERMINAL,
-    answer_report,
     answer_text,
+    assembled,
+    last_chunks,
     send,
     state_of,
     stream,
+    task_report,
+    texts,
     user_message,
 )
 
@@ -27,7 +30,7 @@ async def test_a_task_completes_with_an_artifact_holding_the_answer(tmp_path: Pa
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "demo agent" in answer_text(task)
     assert "hello there" in answer_text(task)
-    report = answer_report(task)
+    report = task_report(task)
     assert report["stopReason"] == "end_turn"
     assert report["refusedByBridge"] == []
     assert task["history"][0]["parts"][0]["text"] == "hello there"
@@ -84,8 +87,20 @@ async def test_the_stream_begins_with_the_task_and_ends_in_a_terminal_state(
     chunks = [e["artifactUpdate"] for e in events if "artifactUpdate" in e]
     answer_chunks = [c for c in chunks if c["artifact"]["artifactId"] == "answer"]
     assert answer_chunks[0].get("append", False) is False
-    assert all(c.get("append") for c in answer_chunks[1:])
-    assert answer_chunks[-1].get("lastChunk") is True
-    text = "".join(p.get("text", "") for c in answer_chunks for p in c["artifact"]["parts"])
+    assert all(c.get("append") for c in answer_chunks[1:-1])
+    closing = answer_chunks[-1]
+    assert closing.get("lastChunk") is True
+    assert closing.get("append", False) is False
+    text = texts(closing["artifact"]["parts"])
+    assert texts(assembled(events)["answer"]) == text
+    # Every artifact is closed whole, the changes too: both kinds of client see the diff.
+    changes = last_chunks(events)["changes"]
+    assert changes == assembled(events)["changes"]
+    assert [p["filename"] for p in changes] == ["s.txt"]
+    assert "+streamed" in texts(changes)
+    # The closing updates come before the terminal status, each once.
+    closings = [i for i, e in enumerate(events) if e.get("artifactUpdate", {}).get("lastChunk")]
+    assert len(closings) == 2
+    assert all(i < len(events) - 1 for i in closings)
     assert "Wrote s.txt" in text
     assert "s.txt" in text.split("Wrote s.txt")[1]

@@ -11,7 +11,7 @@ import pytest
 from a2a_acp_bridge.acp.transport import permission_problem
 from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, CODEX_INFO, scripted_agent
 from tests.support.server import make_settings, serve_bridge
-from tests.support.wire import answer_report, answer_text, send, status_text
+from tests.support.wire import answer_text, send, status_text, task_report
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +53,7 @@ async def test_an_option_of_unknown_kind_is_answered_cancelled_and_named_in_the_
     assert not inside.exists()
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "could not be read" in status_text(task["status"])
-    refusal = answer_report(task)["refusedByBridge"][0]
+    refusal = task_report(task)["refusedByBridge"][0]
     assert refusal["rule"] == "malformed-request"
     assert refusal["answer"] == "cancelled"
     assert "options.1.kind" in refusal["reason"]

@@ -121,7 +121,13 @@ EXPECTED: dict[str, Expected] = {
     "claude-agent-acp-0.101.0-plan_session_cancel.json": CLAUDE_PLAN_EXIT,
     "claude-agent-acp-0.101.0-plan_then_write-2.json": CLAUDE_EDIT_INSIDE,
     "claude-agent-acp-0.101.0-plan_then_write.json": CLAUDE_PLAN_EXIT,
-    "claude-agent-acp-0.101.0-read_outside.json": CLAUDE_READ,  # reads are not checked
+    # a read outside the root is allowed, except of the bridge's own: {OUTSIDE} lies in
+    # the sandboxes parent beside an owned sandbox, among the other conversations'
+    "claude-agent-acp-0.101.0-read_outside.json": Expected(
+        Verdict("reject", Rule.READ_PROTECTED),
+        Verdict("allow-once", Rule.READ_ONLY_KIND),
+        Verdict("allow-once", Rule.READ_ONLY_KIND),
+    ),
     "claude-agent-acp-0.101.0-reject.json": CLAUDE_UNVERIFIABLE,
     "claude-agent-acp-0.101.0-rm.json": CLAUDE_UNVERIFIABLE,  # rm is Bash: execute
     "claude-agent-acp-0.101.0-sandbox-bash.json": CLAUDE_UNVERIFIABLE,

@@ -30,6 +30,7 @@ from a2a_acp_bridge.permissions import (
     answer,
     decide,
     is_plan_exit_tool,
+    resolve_location,
 )
 
 KNOWN_IDS = sorted(
@@ -164,6 +165,12 @@ def test_a_change_whose_every_location_is_inside_the_root_is_allowed(
     locations = data.draw(st.lists(inside_paths(boundary.root), min_size=1, max_size=4))
     request = PermissionRequest("call", "Edit", kind, tuple(locations))
     decision = decide(request, boundary, data.draw(supervisions))
+    if kind != "edit" and any(
+        resolve_location(p, boundary.root) == boundary.root for p in locations
+    ):
+        # Deleting or moving the root itself is never allowed.
+        assert (decision.allow, decision.rule) == (False, Rule.PROTECTED_PATH)
+        return
     assert (decision.allow, decision.rule) == (True, Rule.CHANGE_INSIDE_ROOT)
 
 

@@ -97,11 +97,12 @@ def verdict(
 # --- the table, row by row ---------------------------------------------------------------
 
 ROWS = [
-    # read, search, think: allow (paths are not checked, even outside the root)
+    # read, search, think: allow (paths are checked only against the read floor, even
+    # outside the root; an owned sandbox's parent holds the other conversations' sandboxes)
     *[
         pytest.param(
             kind,
-            ["{OUT}/elsewhere/secret.txt"],
+            ["{OUT}/../elsewhere/secret.txt"],
             which,
             True,
             Rule.READ_ONLY_KIND,
@@ -109,6 +110,17 @@ ROWS = [
         )
         for kind in ("read", "search", "think")
         for which in ("owned", "handed")
+    ],
+    *[
+        pytest.param(
+            kind,
+            ["{OUT}/elsewhere/secret.txt"],
+            "owned",
+            False,
+            Rule.READ_PROTECTED,
+            id=f"{kind}-beside-an-owned-sandbox-is-refused",
+        )
+        for kind in ("read", "search", "think")
     ],
     # edit, delete, move with locations: allow only if every location is inside the root
     *[
@@ -310,9 +322,9 @@ def test_an_explicit_target_in_raw_input_wins_over_the_options(
     assert reply.option_id == (chosen if allowed else "reject")
 
 
-def test_a_generic_switch_to_the_supervised_mode_is_answered_with_its_one_yes(
-    roots: Roots,
-) -> None:
+def test_a_named_target_never_unlocks_a_single_unknown_yes(roots: Roots) -> None:
+    """The target is the model's word: only an option the table knows to keep supervision
+    may answer it (this single "yes" used to be taken)."""
     request = PermissionRequest(
         "t",
         "Switch mode",
@@ -321,7 +333,8 @@ def test_a_generic_switch_to_the_supervised_mode_is_answered_with_its_one_yes(
         options=options(("yes", "allow_once"), ("no", "reject_once")),
     )
     decision = decide(request, roots.handed, CLAUDE_SUPERVISION)
-    assert answer(decision, request.options, CLAUDE_SUPERVISION).option_id == "yes"
+    assert (decision.allow, decision.rule) == (False, Rule.MODE_UNKNOWN)
+    assert answer(decision, request.options, CLAUDE_SUPERVISION).option_id == "no"
 
 
 def test_a_switch_to_a_named_mode_with_several_unknown_yeses_is_refused(roots: Roots) -> None:
@@ -357,7 +370,8 @@ CONTAINMENT = [
     pytest.param("a\x00b", False, id="a-nul-byte"),
     pytest.param("~/.bashrc", False, id="a-tilde-a-tool-may-expand"),
     pytest.param("file:///etc/passwd", False, id="a-uri"),
-    pytest.param("{ROOT}/" + "x" * 5000, True, id="a-very-long-name-inside"),
+    pytest.param("{ROOT}/" + "x" * 4000, True, id="a-very-long-name-inside"),
+    pytest.param("{ROOT}/" + "x" * 5000, False, id="a-path-over-4096-bytes"),
 ]
 
 
@@ -544,7 +558,7 @@ def _plan_request(
 ) -> PermissionRequest:
     if profile is GEMINI:
         return PermissionRequest(
-            "exit_plan_mode_1", "Requesting plan approval", "other", options=offered
+            "exit_plan_mode__1", "Requesting plan approval", "other", options=offered
         )
     return PermissionRequest("toolu_1", "Approve Plan", "switch_mode", options=offered)
 

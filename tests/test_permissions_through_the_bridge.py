@@ -4,7 +4,7 @@ The scripted agent introduces itself with each real adapter's agentInfo (so that
 option tables apply), sends the captured permission requests (tests/fixtures/acp) one after
 the other, and reports every answer it gets as a message chunk ("permission ID: ANSWER").
 The A2A task must then name every refusal: in a WORKING status line, in the COMPLETED note
-or the CANCELED message, and in `refusedByBridge` in the answer artifact's data part.
+or the CANCELED message, and in `refusedByBridge` in the report (the task's metadata).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from a2a_acp_bridge.permissions import (
 from tests.support import fixtures
 from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, CODEX_INFO, GEMINI_INFO, scripted_agent
 from tests.support.server import make_settings, serve_bridge
-from tests.support.wire import answer_report, answer_text, send, status_text
+from tests.support.wire import answer_text, send, status_text, task_report
 
 pytestmark = pytest.mark.anyio
 
@@ -125,7 +125,7 @@ async def test_a_claude_turn_gets_each_fixture_answered_and_names_every_refusal(
     assert note.startswith("Done, but 2 action(s) refused by the bridge: ")
     assert f"Write {outside}/outside.txt: the edit reaches outside" in note
     assert f"Write {root.parent}/outside-dotdot.txt: the edit reaches outside" in note
-    refused = answer_report(task)["refusedByBridge"]
+    refused = task_report(task)["refusedByBridge"]
     assert [(r["action"], r["rule"], r["answer"], r["turn"]) for r in refused] == [
         (f"Write {outside}/outside.txt", "change-outside-root", "reject", "continues"),
         (f"Write {root.parent}/outside-dotdot.txt", "change-outside-root", "reject", "continues"),
@@ -159,7 +159,7 @@ async def test_a_claude_plan_exit_offering_only_elevating_exits_is_refused_and_t
     message = status_text(task["status"])
     assert message.startswith("Refused by the bridge: Approve Plan: ")
     assert "only modes that drop supervision: exit-plan-clear-auto, exit-plan-auto" in message
-    refused = answer_report(task)["refusedByBridge"]
+    refused = task_report(task)["refusedByBridge"]
     assert [(r["rule"], r["answer"], r["turn"]) for r in refused] == [
         ("mode-drops-supervision", "reject", "ends")
     ]
@@ -220,7 +220,7 @@ async def test_codex_in_a_handed_root_refusals_end_the_turn_and_the_task_is_canc
     message = status_text(first["status"])
     assert message.startswith("Refused by the bridge: Edit files: the edit reaches outside")
     assert f"{outside}/moved.txt" in message
-    [refusal] = answer_report(first)["refusedByBridge"]
+    [refusal] = task_report(first)["refusedByBridge"]
     assert (refusal["rule"], refusal["answer"], refusal["turn"]) == (
         "change-outside-root",
         "cancel",
@@ -233,12 +233,12 @@ async def test_codex_in_a_handed_root_refusals_end_the_turn_and_the_task_is_canc
         "Refused by the bridge: touch created_by_shell.txt && echo touched: an execute cannot "
         "be checked against the boundary"
     )
-    [refusal] = answer_report(second)["refusedByBridge"]
+    [refusal] = task_report(second)["refusedByBridge"]
     assert (refusal["rule"], refusal["turn"]) == ("unverifiable-handed-root", "ends")
 
     assert answers(third) == ["implement_plan"]
     assert third["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert answer_report(third)["refusedByBridge"] == []
+    assert task_report(third)["refusedByBridge"] == []
 
 
 async def test_a_codex_command_refused_by_decline_lets_the_turn_go_on(
@@ -268,7 +268,7 @@ async def test_a_codex_command_refused_by_decline_lets_the_turn_go_on(
     assert "carried on without it" in answer_text(task)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert status_text(task["status"]).startswith("Done, but 1 action(s) refused by the bridge")
-    [refusal] = answer_report(task)["refusedByBridge"]
+    [refusal] = task_report(task)["refusedByBridge"]
     assert (refusal["answer"], refusal["turn"]) == ("decline", "continues")
 
 
@@ -308,7 +308,7 @@ async def test_gemini_in_a_handed_root_leaves_plan_mode_while_its_commands_are_r
     assert answers(task) == ["proceed_once", "cancel", "proceed_once", "cancel", "cancel"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert status_text(task["status"]).startswith("Done, but 3 action(s) refused by the bridge")
-    refused = answer_report(task)["refusedByBridge"]
+    refused = task_report(task)["refusedByBridge"]
     assert [(r["kind"], r["rule"], r["answer"], r["turn"]) for r in refused] == [
         ("execute", "unverifiable-handed-root", "cancel", "continues"),
         ("fetch", "unverifiable-handed-root", "cancel", "continues"),
@@ -391,7 +391,7 @@ async def test_a_request_without_kind_is_decided_on_the_earlier_tool_call_with_i
     assert status_text(task["status"]).startswith("Done, but 1 action(s) refused by the bridge")
     assert (project / "inside.txt").read_text() == "written\n"
     assert not (outside / "outside.txt").exists()
-    report = answer_report(task)
+    report = task_report(task)
     assert [c["toolCallId"] for c in report["toolCalls"]].count("toolu_inside") == 1
     assert [(r["toolCallId"], r["rule"], r["turn"]) for r in report["refusedByBridge"]] == [
         ("toolu_outside", "change-outside-root", "ends")
@@ -434,6 +434,6 @@ async def test_an_external_channel_replaces_the_classifier_without_the_rest_noti
         task = await send(client, bridge.rpc_url, "go")
     assert answers(task) == ["reject", "allow-once"]
     assert len(seen) == 2
-    [refusal] = answer_report(task)["refusedByBridge"]
+    [refusal] = task_report(task)["refusedByBridge"]
     assert refusal["reason"] == "this policy keeps reads inside the root"
     assert refusal["action"] == f"Read {outside}/secret.txt"

@@ -88,7 +88,6 @@ def test_thoughts_are_status_lines_and_never_part_of_the_answer() -> None:
     progress = TurnProgress()
     outputs = progress.feed([thought("let me "), thought("think\n"), answer("the answer")])
     assert outputs == [StatusText("Thinking: let me think\n"), AnswerText("the answer")]
-    assert progress.last_thought == "let me think\n"
 
 
 def test_a_change_of_channel_flushes_what_was_held() -> None:

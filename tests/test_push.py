@@ -16,7 +16,16 @@ from a2a_acp_bridge.a2a.push import PushRefused, PushUrlPolicy
 from tests.support.agents import scripted_agent
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.webhook import serve_webhook
-from tests.support.wire import error_code, rest, rpc, send, user_message
+from tests.support.wire import (
+    assembled,
+    error_code,
+    last_chunks,
+    rest,
+    rpc,
+    send,
+    texts,
+    user_message,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -69,13 +78,8 @@ async def test_a_task_s_events_reach_the_webhook_with_its_authentication(
     states = _states(bodies)
     assert states[0] == "TASK_STATE_SUBMITTED"
     assert states[-1] == "TASK_STATE_COMPLETED"
-    text = "".join(
-        part.get("text", "")
-        for body in bodies
-        if "artifactUpdate" in body
-        for part in body["artifactUpdate"]["artifact"]["parts"]
-    )
-    assert text == "hello\nworld\n"
+    assert texts(assembled(bodies)["answer"]) == "hello\nworld\n"
+    assert texts(last_chunks(bodies)["answer"]) == "hello\nworld\n"
     assert all(body.get("task", {}).get("id", task["id"]) == task["id"] for body in bodies)
 
 
@@ -198,3 +202,40 @@ async def test_a_host_name_that_resolves_to_this_machine_is_not_called() -> None
         parts._replace(netloc="localhost:9")
     )
     assert set(allowed) & {"127.0.0.1", "::1"}
+
+
+async def test_a_webhook_registered_over_0_3_receives_the_0_3_task(bridge: RunningBridge) -> None:
+    async with serve_webhook() as hook, httpx.AsyncClient(timeout=30) as client:
+        message = {
+            "kind": "message",
+            "messageId": "m-push-03",
+            "role": "user",
+            "parts": [{"kind": "text", "text": "hi"}],
+        }
+        config = {
+            "url": hook.url,
+            "token": "tok-03",
+            "authentication": {"schemes": ["Bearer"], "credentials": "webhook-secret"},
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {"message": message, "configuration": {"pushNotificationConfig": config}},
+        }
+        # No A2A-Version header: a 0.3 request.
+        reply = (await client.post(bridge.rpc_url, json=body)).json()
+        deliveries = await hook.wait_for_state("completed")
+    task = reply["result"]
+    assert task["kind"] == "task"
+    bodies = [d.body for d in deliveries]
+    assert all(d.headers["content-type"] == "application/json" for d in deliveries)
+    assert all(d.headers["x-a2a-notification-token"] == "tok-03" for d in deliveries)
+    # Every payload is the 0.3 Task as it was after that event, never a 1.0 StreamResponse.
+    assert all(b["kind"] == "task" and b["id"] == task["id"] for b in bodies)
+    assert not any(key in b for b in bodies for key in ("task", "statusUpdate", "artifactUpdate"))
+    final = bodies[-1]
+    assert final["status"]["state"] == "completed"
+    answer = next(a for a in final["artifacts"] if a["artifactId"] == "answer")
+    assert "".join(p.get("text", "") for p in answer["parts"]) == "hello\nworld\n"
+    assert all(p["kind"] == "text" for p in answer["parts"])

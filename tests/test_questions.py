@@ -19,11 +19,14 @@ from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import (
     TERMINAL,
     answer_text,
+    assembled,
+    last_chunks,
     rpc,
     send,
     state_of,
     status_text,
     stream,
+    texts,
     user_message,
 )
 
@@ -177,14 +180,19 @@ async def test_the_stream_stops_at_the_question_and_the_answer_streams_the_rest(
             )
         ]
     assert state_of(first[-1]) == "TASK_STATE_INPUT_REQUIRED"
-    assert state_of(second[-1]) == "TASK_STATE_COMPLETED"
-    text = "".join(
-        p.get("text", "")
-        for e in second
-        if "artifactUpdate" in e
-        for p in e["artifactUpdate"]["artifact"]["parts"]
+    # The answer so far is closed before the question, whole.
+    assert texts(last_chunks(first)["answer"]) == "let me ask\n"
+    # The stream that answers the question begins with the task, as it is now.
+    assert second[0]["task"]["id"] == task_id
+    assert second[0]["task"]["status"]["state"] in (
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_WORKING",
     )
-    assert "thanks" in text
+    assert state_of(second[-1]) == "TASK_STATE_COMPLETED"
+    whole = last_chunks(second)["answer"]
+    assert texts(whole).startswith("let me ask\n")
+    assert "thanks" in texts(whole)
+    assert assembled(first + second)["answer"] == whole
 
 
 async def test_a_refused_permission_is_never_turned_into_a_question(tmp_path: Path) -> None:

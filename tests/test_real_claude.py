@@ -24,7 +24,7 @@ from tests.support.real_adapters import (
     watch_logs,
 )
 from tests.support.server import serve_bridge
-from tests.support.wire import answer_report, answer_text, artifact, send, status_text
+from tests.support.wire import answer_text, artifact, send, status_text, task_report
 
 pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
 
@@ -85,7 +85,7 @@ async def test_a_shell_command_in_an_owned_sandbox_is_allowed_and_takes_effect(
     assert (root / "proof.txt").read_text() == "ran-by-claude\n"
     # The model was sent the command's output, and its final answer repeats it.
     assert "'ran-by-claude'" in answer_text(task)
-    report = answer_report(task)
+    report = task_report(task)
     assert [(c["kind"], c["status"]) for c in report["toolCalls"]] == [("execute", "completed")]
     assert report["refusedByBridge"] == []
     assert rig.outside() == []
@@ -151,7 +151,7 @@ async def test_a_write_outside_the_root_is_refused_named_and_the_turn_goes_on(
     note = status_text(task["status"])
     assert "1 action(s) refused by the bridge" in note
     assert str(escape) in note
-    refusal = answer_report(task)["refusedByBridge"]
+    refusal = task_report(task)["refusedByBridge"]
     assert [(r["rule"], r["answer"], r["turn"]) for r in refusal] == [
         ("change-outside-root", "reject", "continues")
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,26 @@ async def test_a_crash_mid_turn_fails_the_task_naming_the_exit_code_and_the_last
     assert "last words of the scripted agent" in message
     assert "working" in answer_text(task)
     assert await wait_until_gone(log) == []
+
+
+async def test_a_crash_message_names_the_bridges_directories_by_label_never_their_paths(
+    tmp_path: Path,
+) -> None:
+    # A real adapter's stack trace names where Node, the adapter and the bridge live.
+    text = (
+        f"at Object.<anonymous> ({sys.prefix}/lib/node_modules/x.js:1:2)\n"
+        f"state in {tmp_path}/.a2a-acp-bridge/homes/h/.codex\n"
+        "cwd {CWD}/src/main.py"
+    )
+    script = {"turns": [[{"op": "stderr", "text": text}, {"op": "crash", "code": 1}]]}
+    task, _ = await run_one(tmp_path, script)
+    message = final_message(task)
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert sys.prefix not in message
+    assert str(tmp_path) not in message
+    assert "<python>/lib/node_modules/x.js" in message
+    assert "<state>/homes/h/.codex" in message
+    assert "cwd src/main.py" in message  # inside the root: relative to it
 
 
 async def test_an_agent_killed_by_a_signal_is_reported_by_the_signals_name(

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.agents import logged_agent, wrapped_agent
+from tests.support.agents import agent_io, logged_agent, wrapped_agent
 from tests.support.procs import (
     events,
     living,
@@ -269,6 +269,8 @@ async def test_a_signal_ends_running_tasks_canceled_stops_every_adapter_and_exit
             "LOG_FORMAT": "json",
             "ACP_SANDBOX_DIR": str(tmp_path / "sandboxes"),
             "ACP_POOL_SIZE": "1",
+            # The agent's log, outside its sandbox (tests/support/agents.py).
+            "ACP_ISOLATION_WRITE": str(agent_io(tmp_path)),
         }
     )
     command = [sys.executable, "-m", "a2a_acp_bridge", "serve"]
@@ -339,8 +341,29 @@ async def test_twenty_conversations_crashed_cancelled_finished_or_running_leave_
         async with serve_bridge(settings) as bridge:
             tasks = await twenty_tasks(group, client, bridge.rpc_url, kinds)
             store = bridge.app.state.task_store
+            # A client that stalls in its headers, and sandboxes that can no longer be
+            # made (the warm pool's refill fails, and so does a new conversation).
+            host, port = bridge.url.removeprefix("http://").split(":")
+            stalled = await anyio.connect_tcp(host, int(port))
+            await stalled.send(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            parent = settings.sandbox_parent
+            parent.rename(parent.with_name("sandboxes-moved"))
+            warm = bridge.bridge.pool.take()
+            assert warm is not None
+            os.kill(warm.process.pid, signal.SIGKILL)  # its slot frees, the refill fails
+            with anyio.fail_after(30):
+                await warm.process.exited.wait()
+                # Nothing to wait on but the counter: a poll, bounded by the deadline.
+                while not failed_warm_starts(bridge.bridge):  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            no_room = await send(client, bridge.rpc_url, "finish")
+            healthy = (await client.get(bridge.url + "/healthz")).status_code
         for task in tasks:
             await task.wait_end(within_s=60)
+        await stalled.aclose()
+    assert no_room["status"]["state"] == "TASK_STATE_FAILED"
+    assert "could not create the conversation's sandbox" in status_text(no_room["status"])
+    assert healthy == 200
     finals: dict[str, set[str | None]] = {kind: set() for kind in set(kinds)}
     for kind, task in zip(kinds, tasks, strict=True):
         finals[kind].add(task.final_state)
@@ -358,6 +381,13 @@ async def test_twenty_conversations_crashed_cancelled_finished_or_running_leave_
     assert set(states) == {"TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_COMPLETED"}
     assert len([proc for proc in processes(log) if proc.event == "start"]) >= 20
     assert living(log) == []
+
+
+def failed_warm_starts(bridge: Any) -> float:
+    value = bridge.metrics.registry.get_sample_value(
+        "a2a_acp_bridge_background_failures_total", {"task": "warm_start"}
+    )
+    return float(value or 0)
 
 
 async def twenty_tasks(

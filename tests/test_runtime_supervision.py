@@ -249,9 +249,9 @@ async def test_the_operator_can_name_another_supervised_mode_and_it_is_checked_t
     tmp_path: Path,
 ) -> None:
     script = {"agent_info": CLAUDE_INFO, "modes": CLAUDE_MODES, "config_mode": True}
-    task, log = await run_one(tmp_path, script, {"ACP_SUPERVISED_MODE": "acceptEdits"})
+    task, log = await run_one(tmp_path, script, {"ACP_SUPERVISED_MODE": "plan"})
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert switches(log) == ["acceptEdits"]
+    assert switches(log) == ["plan"]
 
     other = tmp_path / "missing"
     other.mkdir()

@@ -31,6 +31,14 @@ from a2a_acp_bridge.errors import ConfigError
         "auto",
         "agent",
         "smart_approve",
+        # modes that edit without asking
+        "acceptEdits",
+        "accept-edits",
+        "accept_edits",
+        "autoEdit",
+        "auto_edit",
+        "auto-edit",
+        "workspace-write",
     ],
 )
 def test_a_mode_that_approves_everything_is_refused_as_the_supervised_mode(
@@ -41,9 +49,7 @@ def test_a_mode_that_approves_everything_is_refused_as_the_supervised_mode(
         Settings.from_env({"ACP_SUPERVISED_MODE": mode}, cwd=tmp_path)
 
 
-@pytest.mark.parametrize(
-    "mode", ["default", "read-only", "plan", "acceptEdits", "autoEdit", "ask", "approve"]
-)
+@pytest.mark.parametrize("mode", ["default", "read-only", "plan", "ask", "approve", "dontAsk"])
 def test_a_mode_that_still_asks_may_be_named_by_the_operator(tmp_path: Path, mode: str) -> None:
     assert not is_unsupervised_mode(mode)
     assert Settings.from_env({"ACP_SUPERVISED_MODE": mode}, cwd=tmp_path).supervised_mode == mode
@@ -51,7 +57,14 @@ def test_a_mode_that_still_asks_may_be_named_by_the_operator(tmp_path: Path, mod
 
 @pytest.mark.parametrize(
     ("mode", "unknown_adapter_refused"),
-    [("yolo", True), ("bypassPermissions", True), ("auto", False), ("agent", False)],
+    [
+        ("yolo", True),
+        ("bypassPermissions", True),
+        ("acceptEdits", True),
+        ("autoEdit", True),
+        ("auto", False),
+        ("agent", False),
+    ],
 )
 def test_an_unknown_adapter_is_judged_only_by_modes_that_bypass_checks_everywhere(
     mode: str, unknown_adapter_refused: bool

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, CLAUDE_OPTIONS, scripted_agent
 from tests.support.server import make_settings, serve_bridge
-from tests.support.wire import answer_report, answer_text, send
+from tests.support.wire import answer_text, send, task_report
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +49,7 @@ async def test_a_claude_like_agent_is_switched_out_of_auto_and_an_outside_edit_i
     assert "permission toolu_1: reject" in answer_text(task)
     assert "the turn went on" in answer_text(task)
     assert not outside.exists()
-    refusal = answer_report(task)["refusedByBridge"][0]
+    refusal = task_report(task)["refusedByBridge"][0]
     assert refusal["rule"] == "change-outside-root"
     assert refusal["answer"] == "reject"
     assert refusal["turn"] == "continues"

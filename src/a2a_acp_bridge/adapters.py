@@ -56,15 +56,24 @@ BYPASS_MODES = frozenset(
         "approve-all",
     }
 )
+# Mode ids in which edits are made without asking, whatever the adapter: claude's
+# acceptEdits, gemini's autoEdit, qwen's auto-edit (compared without case, dashes or
+# underscores, so accept_edits and auto_edit too).
+EDITS_UNASKED_MODES = frozenset({"acceptEdits", "autoEdit", "accept-edits", "auto-edit"})
 # Mode ids in which the adapter (or a model of its own) approves its own actions, so no
 # permission request reaches the bridge. Configuration can never select them. The extra
 # ids are bypasses only in the adapters that use them, so an adapter the bridge does not
-# know is judged by BYPASS_MODES alone.
-UNSUPERVISED_MODES = BYPASS_MODES | {
-    "auto",  # claude-agent-acp 0.101: its own classifier model decides
-    "agent",  # codex-acp 2.6 "Auto review": its guardian model decides
-    "smart_approve",  # goose: its own model decides when to ask
-}
+# know is judged by BYPASS_MODES and EDITS_UNASKED_MODES alone.
+UNSUPERVISED_MODES = (
+    BYPASS_MODES
+    | EDITS_UNASKED_MODES
+    | {
+        "auto",  # claude-agent-acp 0.101: its own classifier model decides
+        "agent",  # codex-acp 2.6 "Auto review": its guardian model decides
+        "workspace-write",  # codex-acp 2.6: edits inside the workspace unasked
+        "smart_approve",  # goose: its own model decides when to ask
+    }
+)
 
 
 def _key(mode: str) -> str:
@@ -72,18 +81,72 @@ def _key(mode: str) -> str:
 
 
 _UNSUPERVISED_KEYS = frozenset(_key(mode) for mode in UNSUPERVISED_MODES)
-_BYPASS_KEYS = frozenset(_key(mode) for mode in BYPASS_MODES)
+_BYPASS_KEYS = frozenset(_key(mode) for mode in BYPASS_MODES | EDITS_UNASKED_MODES)
 
 
 def is_unsupervised_mode(mode: str, *, known_adapter: bool = True) -> bool:
-    """Whether `mode` names a mode in which the agent approves its own actions (compared
-    without case, dashes or underscores). For an adapter the bridge does not know, only
-    the ids that mean a bypass in every adapter count."""
+    """Whether `mode` names a mode in which the agent approves its own actions or edits
+    without asking (compared without case, dashes or underscores). For an adapter the
+    bridge does not know, only the ids that mean so in every adapter count."""
     return _key(mode) in (_UNSUPERVISED_KEYS if known_adapter else _BYPASS_KEYS)
 
 
 # Modes at least as strict as any supervised mode: entering them never needs the bridge's consent.
 READ_ONLY_MODES = frozenset({"plan", "read-only"})
+
+
+@dataclass(frozen=True)
+class KeyMethod:
+    """An `authenticate` method the bridge may call, and the variables that satisfy it."""
+
+    method_id: str
+    # Alternatives, in the adapter's own order: every name of one of them must be set.
+    variables: tuple[tuple[str, ...], ...]
+    # A variable whose value goes in `_meta.gateway.baseUrl` (a gateway's address).
+    base_url_variable: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredLogin:
+    """An interactive login (a browser, a terminal): the operator runs it once, never the bridge.
+
+    The command is the adapter's own command line without `acp_flags`, then `args`; the
+    login lands in `$override/override_subdir/file` when `override` is set in the adapter's
+    environment, else in `$HOME/home_subdir/file`."""
+
+    method_ids: frozenset[str]
+    what: str
+    args: tuple[str, ...]
+    override: str
+    override_subdir: str
+    home_subdir: str
+    file: str
+    acp_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How one adapter family is given its credentials (read from its source, measured offline)."""
+
+    # Methods the bridge calls when its variables are at hand, in order of preference.
+    methods: tuple[KeyMethod, ...] = ()
+    logins: tuple[StoredLogin, ...] = ()
+    # Variables the adapter reads by itself, without any `authenticate` (alternatives).
+    read_by_adapter: tuple[tuple[str, ...], ...] = ()
+    # session/new succeeds without credentials; only the first prompt is refused.
+    opens_unauthenticated: bool = False
+
+    def login_for(self, method_id: str) -> StoredLogin | None:
+        for login in self.logins:
+            if method_id in login.method_ids:
+                return login
+        return None
+
+    def method(self, method_id: str) -> KeyMethod | None:
+        for method in self.methods:
+            if method.method_id == method_id:
+                return method
+        return None
 
 
 @dataclass(frozen=True)
@@ -106,6 +169,7 @@ class AdapterProfile:
     plan_exit_tool_prefixes: tuple[str, ...] = ()
     # Allow options whose grant is written to disk and outlives the session.
     persistent_allow_options: frozenset[str] = frozenset()
+    credentials: Credentials = field(default_factory=Credentials)
 
 
 # Claude's plan-exit ids. 0.101 names them exit-plan-*; 0.23 and 0.16 named them after the
@@ -126,6 +190,32 @@ CLAUDE_EXIT_OPTIONS: Mapping[str, ExitEffect] = {
     "plan": ExitEffect.STAYS_IN_PLAN,
 }
 
+# claude-agent-acp 0.101 offers a client like the bridge (no terminal, no gateway capability)
+# no authentication method at all: Claude Code reads its key itself, and without one it opens
+# the session and refuses the first prompt (-32000). Its logins are terminal ones.
+CLAUDE_CREDENTIALS = Credentials(
+    read_by_adapter=(
+        ("ANTHROPIC_API_KEY",),
+        ("ANTHROPIC_AUTH_TOKEN",),
+        ("CLAUDE_CODE_OAUTH_TOKEN",),
+        # The cloud backends: their own credentials are the cloud's (ACP_AGENT_ENV).
+        ("CLAUDE_CODE_USE_BEDROCK",),
+        ("CLAUDE_CODE_USE_VERTEX",),
+    ),
+    logins=(
+        StoredLogin(
+            method_ids=frozenset({"claude-ai-login", "console-login", "claude-login"}),
+            what="a Claude login",
+            args=("--cli", "auth", "login"),
+            override="CLAUDE_CONFIG_DIR",
+            override_subdir="",
+            home_subdir=".claude",
+            file=".credentials.json",
+        ),
+    ),
+    opens_unauthenticated=True,
+)
+
 CLAUDE = AdapterProfile(
     family="claude",
     agent_names=frozenset({"@agentclientprotocol/claude-agent-acp", "claude-agent-acp"}),
@@ -141,6 +231,7 @@ CLAUDE = AdapterProfile(
     plan_cancelled_effect=TurnEffect.CONTINUES,
     # Bash's allow-with-updates lands in <cwd>/.claude/settings.local.json.
     persistent_allow_options=frozenset({"allow-with-updates"}),
+    credentials=CLAUDE_CREDENTIALS,
 )
 
 CLAUDE_ZED = AdapterProfile(
@@ -166,6 +257,25 @@ CLAUDE_CODE = AdapterProfile(
     reject_effects={ANY_OTHER: TurnEffect.ENDS},
     cancelled_effect=TurnEffect.CONTINUES,
     plan_reject_effects={ANY_OTHER: TurnEffect.ENDS},
+)
+
+# codex-acp 2.6 refuses session/new (-32000) while codex has no login. Its `api-key` method
+# logs codex in with CODEX_API_KEY, else OPENAI_API_KEY, read from its own environment (so the
+# key never travels over ACP); `chat-gpt` opens a browser, `chat-gpt-device-code` needs URL
+# elicitation. `codex-acp cli login` runs the pinned codex CLI's own `login`.
+CODEX_CREDENTIALS = Credentials(
+    methods=(KeyMethod("api-key", (("CODEX_API_KEY",), ("OPENAI_API_KEY",))),),
+    logins=(
+        StoredLogin(
+            method_ids=frozenset({"chat-gpt", "chat-gpt-device-code"}),
+            what="a ChatGPT login",
+            args=("cli", "login"),
+            override="CODEX_HOME",
+            override_subdir="",
+            home_subdir=".codex",
+            file="auth.json",
+        ),
+    ),
 )
 
 CODEX = AdapterProfile(
@@ -202,6 +312,36 @@ CODEX = AdapterProfile(
     persistent_allow_options=frozenset(
         {"accept_execpolicy_amendment", "approved-execpolicy-amendment"}
     ),
+    credentials=CODEX_CREDENTIALS,
+)
+
+# gemini-cli 0.61 opens a session with the auth type stored in its settings, else `gateway`
+# when GOOGLE_GEMINI_BASE_URL is set, else `gemini-api-key`; session/load has no such default
+# and is refused (-32000) until one is selected. `authenticate` selects one (and stores it in
+# $HOME/.gemini/settings.json); the keys are read from its own environment. `oauth-personal`
+# is a browser login made in the interactive CLI.
+GEMINI_CREDENTIALS = Credentials(
+    methods=(
+        KeyMethod(
+            "gateway", (("GOOGLE_GEMINI_BASE_URL",),), base_url_variable="GOOGLE_GEMINI_BASE_URL"
+        ),
+        KeyMethod("gemini-api-key", (("GEMINI_API_KEY",),)),
+        KeyMethod(
+            "vertex-ai", (("GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION"), ("GOOGLE_API_KEY",))
+        ),
+    ),
+    logins=(
+        StoredLogin(
+            method_ids=frozenset({"oauth-personal"}),
+            what='"Sign in with Google" in its menu',
+            args=(),
+            override="GEMINI_CLI_HOME",
+            override_subdir=".gemini",
+            home_subdir=".gemini",
+            file="oauth_creds.json",
+            acp_flags=("--acp",),
+        ),
+    ),
 )
 
 GEMINI = AdapterProfile(
@@ -223,10 +363,12 @@ GEMINI = AdapterProfile(
     cancelled_effect=TurnEffect.CONTINUES,
     plan_reject_effects={ANY_OTHER: TurnEffect.CONTINUES},
     plan_cancelled_effect=TurnEffect.CONTINUES,
-    # gemini-cli starts every toolCallId with the tool's name and "__" (0.61), or "-" (older).
-    plan_exit_tool_prefixes=("exit_plan_mode",),
+    # gemini-cli starts every toolCallId with the tool's name and "__" (0.61), or "-"
+    # (older): the separator belongs to the prefix, so `exit_plan_mode_x` is another tool.
+    plan_exit_tool_prefixes=("exit_plan_mode__", "exit_plan_mode-"),
     # "Allow … for all future sessions" (offered only with permanent approval enabled).
     persistent_allow_options=frozenset({"proceed_always_and_save"}),
+    credentials=GEMINI_CREDENTIALS,
 )
 
 QWEN = AdapterProfile(

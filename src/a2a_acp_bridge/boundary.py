@@ -2,8 +2,11 @@
 
 A `Boundary` is the root the agent works in (absolute, symlinks resolved), whether the
 bridge created that directory itself (`owned`, asserted only by the code that made it,
-never inferred from a path), and whether the operator lets unverifiable actions run in a
-root the bridge did not create (`allow_execute`).
+never inferred from a path), whether the operator lets unverifiable actions run in a
+root the bridge did not create (`allow_execute`), what it protects beyond the
+protected names of every root (`protection`: the bridge's own files, the names the
+operator opened; protection.py), and the conversation's own adapter state directory
+(`home`, set by `homes.AdapterHomes`: the adapter's HOME).
 
 `Sandboxes` hands each conversation its own fresh directory under `.acp-sandboxes/`,
 made with `mkdtemp`. The contextId is only a label on the name: it never chooses the
@@ -26,10 +29,12 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from a2a_acp_bridge.errors import SandboxError
+from a2a_acp_bridge.protection import NO_PROTECTION, Protection
 
 _LABEL_CHARS = re.compile(r"[^A-Za-z0-9]")
 _LABEL_LENGTH = 8
@@ -45,11 +50,15 @@ _FS_IOC_GETVERSION = 0x80087601  # _IOR('v', 1, long)
 
 @dataclass(frozen=True)
 class Boundary:
-    """Where the agent may act: `root` (absolute, resolved), `owned`, `allow_execute`."""
+    """Where the agent may act: `root` (absolute, resolved), `owned`, `allow_execute`, the
+    `protection` of the bridge's own files, and `home`, the conversation's adapter state
+    directory (None until one is attached)."""
 
     root: Path
     owned: bool
     allow_execute: bool = False
+    protection: Protection = NO_PROTECTION
+    home: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.root.is_absolute() or os.path.normpath(self.root) != str(self.root):
@@ -100,10 +109,13 @@ class Sandboxes:
     that was deleted or replaced is never trusted again and a new one is made.
     """
 
-    def __init__(self, parent: Path, *, allow_execute: bool = False) -> None:
+    def __init__(
+        self, parent: Path, *, allow_execute: bool = False, protection: Protection = NO_PROTECTION
+    ) -> None:
         self._parent_setting = parent
         self._parent: Path | None = None
         self._allow_execute = allow_execute
+        self._protection = protection
         self._allocated: dict[str, Path] = {}
         self._made: dict[Path, Identity] = {}
         self._lock = threading.RLock()
@@ -122,7 +134,14 @@ class Sandboxes:
                 ) from None
             if not self._parent.is_dir():
                 raise SandboxError(f"the sandbox parent {self._parent} is not a directory")
+            # Every other conversation's sandbox lies here: the bridge's own, never an agent's.
+            self._protection = self._protection.with_bridge_file(self._parent)
         return self._parent
+
+    def _boundary(self, root: Path) -> Boundary:
+        return Boundary(
+            root=root, owned=True, allow_execute=self._allow_execute, protection=self._protection
+        )
 
     def create(self, label: str = _FALLBACK_LABEL) -> Boundary:
         """A brand-new directory, owned by the bridge, not yet tied to a conversation."""
@@ -140,14 +159,14 @@ class Sandboxes:
         with self._lock:
             self._made[root] = identity
         # This is the one place that may call a directory owned: mkdtemp just made it.
-        return Boundary(root=root, owned=True, allow_execute=self._allow_execute)
+        return self._boundary(root)
 
     def for_context(self, context_id: str) -> Boundary:
         """The conversation's sandbox: its existing one if still trustworthy, else a new one."""
         with self._lock:
             known = self._allocated.get(context_id)
             if known is not None and self._still_made(known):
-                return Boundary(root=known, owned=True, allow_execute=self._allow_execute)
+                return self._boundary(known)
             made = self.create(context_id)
             self._allocated[context_id] = made.root
             return made
@@ -250,7 +269,9 @@ class Sandboxes:
         )
 
 
-def handed_boundary(root: Path, *, allow_execute: bool) -> Boundary:
+def handed_boundary(
+    root: Path, *, allow_execute: bool, protection: Protection = NO_PROTECTION
+) -> Boundary:
     """The boundary for ACP_CWD: a directory the operator handed over, shared, not owned."""
     try:
         resolved = root.resolve(strict=True)
@@ -258,4 +279,29 @@ def handed_boundary(root: Path, *, allow_execute: bool) -> Boundary:
         raise SandboxError(f"ACP_CWD {root} does not exist") from None
     if not resolved.is_dir():
         raise SandboxError(f"ACP_CWD {root} is not a directory")
-    return Boundary(root=resolved, owned=False, allow_execute=allow_execute)
+    return Boundary(root=resolved, owned=False, allow_execute=allow_execute, protection=protection)
+
+
+def relative_text(text: str, root: Path | None) -> str:
+    """`text` with the root's absolute path written relative to it (`<root>/a.txt` as
+    `a.txt`, the root alone as `.`): what the caller is told never spells out where the
+    bridge keeps its directories. A sibling sharing the prefix (`<root>2`) is left alone."""
+    if root is None or str(root) not in text:
+        return text
+    pattern = re.compile(re.escape(str(root)) + r"(?:/+|(?![\w.~-]))")
+    return pattern.sub(lambda m: "" if m.group().endswith("/") else ".", text)
+
+
+def without_layout(text: str, layout: Sequence[tuple[Path, str]]) -> str:
+    """`text` with each of the bridge's own directories written as its label (`<bridge>`,
+    `<python>`, `~` ...): an adapter's stderr quoted in an error names where the bridge and
+    its adapters are installed, which the caller has no business learning. The longest
+    path goes first, so a directory inside another keeps its own label (of equal ones, the
+    first in `layout`)."""
+    for path, label in sorted(layout, key=lambda item: -len(str(item[0]))):
+        prefix = str(path)
+        if prefix in ("", "/") or prefix not in text:
+            continue
+        pattern = re.compile(re.escape(prefix) + r"(?![\w.~-])")
+        text = pattern.sub(label, text)
+    return text

@@ -30,8 +30,10 @@ import functools
 import logging
 import os
 import shlex
+import shutil
+import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,11 +41,12 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from a2a_acp_bridge.acp.auth import StepCallback
 from a2a_acp_bridge.acp.process import adapter_environment
 from a2a_acp_bridge.acp.session import AgentSession, SessionSpec, notice_for_lost_memory
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary, Sandboxes, directory_identity, handed_boundary
-from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.config import Settings, adapters_dir
 from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
@@ -55,6 +58,8 @@ from a2a_acp_bridge.errors import (
     SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
+from a2a_acp_bridge.homes import AdapterHomes, home_environment, seeds_for
+from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.ledger import ConversationLedger, ConversationRecord
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
@@ -125,15 +130,42 @@ class Bridge:
         # The permission classifier, replaceable by an external channel (docs/permissions.md).
         self._decider = decider
         self._answerer = answerer
-        self._env = adapter_environment(
-            environ if environ is not None else dict(os.environ),
-            settings.agent_env_names,
+        source = environ if environ is not None else dict(os.environ)
+        # Kernel confinement and per-conversation HOMEs (isolation.py, homes.py).
+        self.isolation = Isolation(settings, source)
+        self._env = self.isolation.environment(
+            adapter_environment(source, settings.agent_env_names)
         )
-        self.sandboxes = Sandboxes(settings.sandbox_parent, allow_execute=settings.allow_execute)
+        self.homes = AdapterHomes(
+            settings.state_dir,
+            seeds=seeds_for(settings.agent.preset, settings.home_seed),
+            environ=source,
+        )
+        protection = settings.protection()  # the bridge's own files, in every root
+        self.sandboxes = Sandboxes(
+            settings.sandbox_parent, allow_execute=settings.allow_execute, protection=protection
+        )
         self._handed = (
-            handed_boundary(settings.acp_cwd, allow_execute=settings.allow_execute)
+            handed_boundary(
+                settings.acp_cwd, allow_execute=settings.allow_execute, protection=protection
+            )
             if settings.acp_cwd is not None
             else None
+        )
+        # The bridge's own directories, as the caller may see them named (without_layout).
+        home = source.get("HOME")
+        self.layout: tuple[tuple[Path, str], ...] = tuple(
+            (path.resolve(), label)
+            for path, label in (
+                # The operator's HOME first: where it is the working directory too, `~/...`
+                # still tells the operator where a login file goes.
+                *(((Path(home), "~"),) if home else ()),
+                (settings.workdir, "<bridge>"),
+                (settings.sandbox_parent, "<sandboxes>"),
+                (settings.state_dir, "<state>"),
+                (Path(sys.prefix), "<python>"),
+                (adapters_dir(), "<adapters>"),
+            )
         )
         self._conversations: dict[str, Conversation] = {}
         self._turns: dict[str, Turn] = {}
@@ -154,6 +186,8 @@ class Bridge:
         self._capacity_changed = anyio.Event()
         self.agent_info: AgentInfo | None = None
         self.prompt_capabilities: PromptCapabilities | None = None
+        # Whether the agent may answer with a direct message (None until one has started).
+        self.direct_replies: bool | None = None
         # Whether the adapter runs in a supervised mode (None until one has started).
         self.supervised: bool | None = None
         self.metrics = metrics or Metrics()
@@ -278,14 +312,49 @@ class Bridge:
     # --- adapters ----------------------------------------------------------------------
 
     async def _start_warm(self) -> AgentSession:
-        return await self._start(self._handed or self.sandboxes.create(), load_session_id=None)
+        boundary = self.homes.attach(self._handed or self.sandboxes.create())
+        return await self._start(boundary, load_session_id=None)
 
-    async def _start(self, boundary: Boundary, *, load_session_id: str | None) -> AgentSession:
+    @contextlib.asynccontextmanager
+    async def probe(self, on_step: StepCallback) -> AsyncIterator[AgentSession]:
+        """One adapter started exactly as for a new conversation (`doctor`), in a sandbox of
+        its own that goes with it; `on_step` hears each start step that succeeded."""
+        boundary = self.homes.attach(self._handed or self.sandboxes.create("doctor"))
+        try:
+            session = await self._start(boundary, load_session_id=None, on_step=on_step)
+            try:
+                yield session
+            finally:
+                await session.close()
+        finally:
+            if boundary.owned:
+                shutil.rmtree(boundary.root, ignore_errors=True)
+            if boundary.home is not None and boundary.owned:
+                shutil.rmtree(boundary.home, ignore_errors=True)
+
+    async def _start(
+        self,
+        boundary: Boundary,
+        *,
+        load_session_id: str | None,
+        on_step: StepCallback | None = None,
+    ) -> AgentSession:
         settings = self.settings
+        try:
+            env = home_environment(self._env, self.homes.prepare(boundary))
+            confined = await self.isolation.confine(boundary, within_s=settings.start_timeout_s)
+        except AdapterError as exc:
+            self.metrics.adapter_started(ok=False)
+            logger.error(
+                "adapter could not start", extra={"agent": settings.agent.label, "error": str(exc)}
+            )
+            raise
         spec = SessionSpec(
             command=settings.agent.command,
             label=settings.agent.label,
-            env=self._env,
+            env=env,
+            confined=confined,
+            login_env=self._env,
             boundary=boundary,
             start_timeout_s=settings.start_timeout_s,
             cancel_grace_s=settings.cancel_grace_s,
@@ -295,6 +364,9 @@ class Bridge:
             decider=self._decider,
             answerer=self._answerer,
             on_decision=self.metrics.permission_decided,
+            auth_method=settings.auth_method,
+            on_step=on_step,
+            max_line_bytes=settings.max_line_bytes,
         )
         try:
             session = await AgentSession.start(spec)
@@ -320,18 +392,17 @@ class Bridge:
         if self.agent_info is None:
             self.agent_info = session.agent_info
             self.prompt_capabilities = session.prompt_capabilities
+            self.direct_replies = session.direct_replies
         return session
 
     def _adapter_died(self, session: AgentSession) -> None:
-        if self.pool.discard(session):
-            self._spawn(session.close)
-            self.pool.fill()
-            return
         for conversation in self._conversations.values():
             if conversation.session is session:
-                self._retire(conversation, session)
+                self._retire(conversation, session)  # which refills once it is stopped
                 return
+        self.pool.discard(session)
         self._spawn(session.close)
+        self.pool.fill()
 
     def can_start_adapter(self) -> bool:
         """Whether a new conversation would get an adapter now (for /readyz)."""
@@ -353,8 +424,8 @@ class Bridge:
 
     def _boundary_for(self, context_id: str) -> Boundary:
         if self._handed is not None:
-            return self._handed
-        return self.sandboxes.for_context(context_id)
+            return self.homes.attach(self._handed)
+        return self.homes.attach(self.sandboxes.for_context(context_id))
 
     def root_of(self, context_id: str) -> Path | None:
         """The conversation's working directory, once it has one."""
@@ -526,6 +597,9 @@ class Bridge:
             conversation.boundary = session.spec.boundary
             with contextlib.suppress(OSError):
                 old.root.rmdir()  # empty: _is_fresh checked it
+        else:
+            # Under ACP_CWD the warm adapter's home becomes the conversation's (homes.py).
+            conversation.boundary = session.spec.boundary
         conversation.session = session
         conversation.last_session_id = session.session_id
         session.process.log_fields["context_id"] = conversation.context_id
@@ -804,7 +878,7 @@ class Bridge:
     # --- idle adapters -----------------------------------------------------------------
 
     async def _reaper(self) -> None:
-        idle_s = self.settings.idle_timeout_ms / 1000
+        idle_s = self.settings.idle_timeout_s
         period = min(REAP_EVERY_S, max(idle_s / 4, 0.05))
         while True:
             await anyio.sleep(period)

@@ -1,41 +1,54 @@
-"""The command line: `serve`, `send` and `card`.
+"""The command line: `serve`, `doctor`, `send` and `card`.
 
 This is the only module that reads the environment, the `.env` file and argv. A bad value
 stops the start with one line naming the variable and the problem, and exit status 2.
+What each setting is, its flag included, comes from the table in config.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dotenv.parser import parse_stream
+
 from a2a_acp_bridge import __version__
-from a2a_acp_bridge.config import DEFAULT_HOST, DEFAULT_PORT, PRESETS, Settings, parse_tokens
+from a2a_acp_bridge.config import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    PRESETS,
+    SETTINGS,
+    Settings,
+    parse_tokens,
+)
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.logs import configure_logging
 
 PROG = "a2a-acp-bridge"
 A2A_TRACING_VARIABLE = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 EXIT_USAGE = 2
-LOG_FORMATS = ("auto", "text", "json")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# Command-line flags and the environment variable each one stands for.
+# The serve flags (argparse's attribute for each) and the variable each one stands for.
 FLAG_VARIABLES = {
-    "agent": "ACP_AGENT",
-    "host": "HOST",
-    "port": "PORT",
-    "public_url": "PUBLIC_URL",
-    "name": "AGENT_NAME",
+    row.flag.removeprefix("--").replace("-", "_"): row.variable
+    for row in SETTINGS
+    if row.flag and row.variable
 }
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines of a .env file (comments, `export` and quotes allowed)."""
+    """KEY=VALUE lines of a .env file, read as python-dotenv reads them: `export`, comments,
+    single quotes (literal) and double quotes (with \\n, \\" and \\\\ escapes), values over
+    several lines inside quotes. `${VAR}` is not expanded. A line that is not a setting is
+    an error naming its number, never skipped."""
     values: dict[str, str] = {}
     try:
         text = path.read_text(encoding="utf-8")
@@ -43,22 +56,23 @@ def read_dotenv(path: Path) -> dict[str, str]:
         return values
     except OSError as exc:
         raise ConfigError(".env", f"cannot be read: {exc.strerror}") from None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not key.replace("_", "").isalnum():
+    except UnicodeDecodeError:
+        raise ConfigError(".env", "is not UTF-8 text") from None
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.key is None and not binding.error:
+            continue  # a blank line or a comment
+        if (
+            binding.error
+            or binding.key is None
+            or binding.value is None
+            or not _VARIABLE_NAME.fullmatch(binding.key)
+        ):
+            # python-dotenv counts from the blank lines before the statement.
+            source = binding.original.string
+            blank_lines = source[: len(source) - len(source.lstrip())].count("\n")
+            number = binding.original.line + blank_lines
             raise ConfigError(".env", f"line {number} is not KEY=VALUE")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        values[key] = value
+        values[binding.key] = binding.value
     return values
 
 
@@ -84,18 +98,22 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the A2A server")
-    serve.add_argument(
+    for row in SETTINGS:
+        if row.flag is None:
+            continue
+        help_text = _plain(f"{row.variable}: {row.doc}" if row.variable else row.doc)
+        if row.variable is None:
+            serve.add_argument(row.flag, action="store_true", help=help_text)
+        else:
+            serve.add_argument(row.flag, help=help_text)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="start the adapter once as serve would and say what is missing (exit 0: ready)",
+    )
+    doctor.add_argument(
         "--agent",
         help=f"ACP_AGENT: a preset ({', '.join(PRESETS)}) or any ACP agent command line",
-    )
-    serve.add_argument("--host", help=f"HOST: address to listen on (default {DEFAULT_HOST})")
-    serve.add_argument("--port", help=f"PORT: port to listen on (default {DEFAULT_PORT})")
-    serve.add_argument("--public-url", help="PUBLIC_URL: base URL written in the agent card")
-    serve.add_argument("--name", help="AGENT_NAME: the agent's name in the card")
-    serve.add_argument(
-        "--insecure",
-        action="store_true",
-        help="serve beyond loopback without a token (anyone who reaches the port may use it)",
     )
 
     send = commands.add_parser("send", help="send one message and print the task's progress")
@@ -109,6 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     card.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     _token_flag(card)
     return parser
+
+
+def _plain(markdown: str) -> str:
+    """A doc of the table as --help shows it: no Markdown marks, and % escaped."""
+    return markdown.replace("`", "").replace("**", "").replace("%", "%%")
 
 
 def _token_flag(parser: argparse.ArgumentParser) -> None:
@@ -131,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "doctor":
+        return _doctor(args)
     from a2a_acp_bridge.a2a.client import print_card, send_and_print
 
     try:
@@ -143,31 +168,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     return asyncio.run(print_card(args.url, token))
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    cwd = Path.cwd()
+    try:
+        env = effective_environment(os.environ, {"agent": args.agent}, cwd)
+        settings = Settings.from_env(env, cwd=cwd, insecure=True)
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # Doctor's own lines say what the bridge's log would; LOG_LEVEL asks for the log too.
+    level = (env.get("LOG_LEVEL") or "CRITICAL").strip().upper()
+    configure_logging(env.get("LOG_FORMAT"), level)
+    from a2a_acp_bridge.doctor import run_doctor
+
+    return asyncio.run(run_doctor(settings, sys.stdout))
+
+
 def _serve(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     flags = {flag: getattr(args, flag) for flag in FLAG_VARIABLES}
     try:
         env = effective_environment(os.environ, flags, cwd)
         settings = Settings.from_env(env, cwd=cwd, insecure=args.insecure)
+        # Fail closed before anything listens: isolation requested but unavailable.
+        Isolation(settings, os.environ)
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    log_format = (env.get("LOG_FORMAT") or "auto").strip().lower()
-    log_level = (env.get("LOG_LEVEL") or "INFO").strip().upper()
-    problem = None
-    if log_format not in LOG_FORMATS:
-        problem = f"LOG_FORMAT: {log_format!r} is not one of {', '.join(LOG_FORMATS)}"
-    elif log_level not in LOG_LEVELS:
-        problem = f"LOG_LEVEL: {log_level!r} is not one of {', '.join(LOG_LEVELS)}"
-    if problem:
-        print(f"{PROG}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    configure_logging(log_format, log_level)
+    configure_logging(settings.log_format, settings.log_level)
     # a2a-sdk wraps every step of a request in an OpenTelemetry span. Without an
     # OpenTelemetry SDK configured those spans go nowhere, yet cost about a fifth of a
     # short turn's latency (bench/). Tracing stays available: set the variable to true.
     # It is read when a2a-sdk is imported, so it must be set before the import below.
-    os.environ[A2A_TRACING_VARIABLE] = env.get(A2A_TRACING_VARIABLE) or "false"
+    os.environ[A2A_TRACING_VARIABLE] = settings.a2a_sdk_tracing
     from a2a_acp_bridge.server import run_server
 
     return run_server(settings)

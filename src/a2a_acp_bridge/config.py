@@ -2,7 +2,9 @@
 
 Only `cli` reads the environment and argv; it hands a mapping of raw strings to
 `Settings.from_env`, which turns each into a typed value or raises `ConfigError`
-naming the variable. Everything below the CLI receives a `Settings`.
+naming the variable. Everything below the CLI receives a `Settings`. The fields of
+`Settings` are the configuration table (see `setting`): parsing, the error messages,
+the serve flags and the tables in README.md and docs/operations.md all come from it.
 """
 
 from __future__ import annotations
@@ -17,125 +19,66 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 from a2a_acp_bridge.adapters import is_unsupervised_mode
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.protection import Protection, bridge_protection, parse_writable
+from a2a_acp_bridge.setting import (
+    Boolean,
+    Choice,
+    Directory,
+    Duration,
+    HostNames,
+    Integer,
+    Kind,
+    Location,
+    OrUnset,
+    Port,
+    Setting,
+    Text,
+    Url,
+    VariableNames,
+    parse_settings,
+    setting,
+    settings_table,
+)
 
+# The defaults other modules need too (the CLI's client, the task store, the limits' test).
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 41241
-DEFAULT_IDLE_TIMEOUT_MS = 300_000
-# Spawn, initialize, session/new and the mode switch together (claude's session/new has
-# been seen to take ~46 s on a cold machine).
-DEFAULT_START_TIMEOUT_S = 60.0
-# A turn fails only after this long without any session/update; every update resets it.
-DEFAULT_SILENCE_S = 600.0
-# After session/cancel, how long an agent gets to end its turn before it is stopped.
-DEFAULT_CANCEL_GRACE_S = 5.0
-DEFAULT_POOL_SIZE = 1
-SANDBOX_DIR_NAME = ".acp-sandboxes"
-# Live adapter processes (conversations and warm ones together). An adapter such as
-# claude-agent-acp holds a few hundred MB of Node and its CLI; eight fit a small machine.
-DEFAULT_MAX_SESSIONS = 8
-# Tasks waiting behind the running one in a single conversation.
-DEFAULT_MAX_QUEUED = 8
 # The largest request body: the biggest message the input budgets admit (16 MiB of inline
 # files, base64 in JSON, plus 1 Mi characters of text) with room for the envelope.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_TASK_RETENTION = 10_000
+# Finished tasks older than this are deleted (A2A_TASK_TTL; 0: kept up to the retention).
+DEFAULT_TASK_TTL = "30d"
+# Conversations unused this long lose their sandbox and record (ACP_SANDBOX_TTL; 0: never).
+DEFAULT_SANDBOX_TTL = "7d"
+_SPAN_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")
+_SPAN_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+# The longest line read from an adapter (acp/transport.py): far above a real message (a
+# big diff, an image), far below what exhausts a small machine.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+MIN_MAX_LINE_BYTES = 64 * 1024
+# Parts in one A2A message: a real one has a few; 200,000 tiny ones held the event loop
+# for 17 s.
+DEFAULT_MAX_PARTS = 1000
+SANDBOX_DIR_NAME = ".acp-sandboxes"
+# The bridge's own state (the conversations' adapter homes; later its database).
+STATE_DIR_NAME = ".a2a-acp-bridge"
 # A bearer token shorter than this is guessable; 16 characters of a random token is
 # already far beyond online guessing.
 MIN_TOKEN_CHARS = 16
+# An ACP authentication method id as adapters spell them (`api-key`, `gemini-api-key`).
+_METHOD_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 # RFC 6750 b64token: what may stand after "Bearer " in an Authorization header.
 _TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # Host names every loopback-bound server answers to.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-# How long a task may wait in INPUT_REQUIRED for the answer to the agent's question before
-# the bridge declines it for the caller (the adapter is held for the whole wait).
-DEFAULT_QUESTION_TIMEOUT_S = 3600.0
-# How long a new conversation waits, first come first served, for an adapter slot when
-# every live adapter is busy, before it is REJECTED (0: refused at once).
-DEFAULT_ADMISSION_TIMEOUT_S = 60.0
-# A client's request headers, then its body, must arrive within these; a stalled client
-# would otherwise hold its connection forever.
-DEFAULT_HEADER_TIMEOUT_S = 10.0
-DEFAULT_BODY_TIMEOUT_S = 30.0
-# Open connections at most (SSE streams included): well below a default file-descriptor
-# limit of 1024, leaving room for the adapters' pipes.
-DEFAULT_MAX_CONNECTIONS = 512
-# Finished tasks kept in memory for GetTask/ListTasks; the oldest go first beyond this.
-DEFAULT_TASK_RETENTION = 10_000
-
-# --- durable state (issue 12) -----------------------------------------------------------
-# The state directory (ACP_STATE_DIR): the SQLite database, the push-config key file.
-STATE_DIR_NAME = ".a2a-acp-bridge"
-# Finished tasks older than this are deleted (A2A_TASK_TTL; 0: kept up to the retention).
-DEFAULT_TASK_TTL_S = 30 * 86400.0
-# Conversations unused this long lose their sandbox and record (ACP_SANDBOX_TTL; 0: never).
-DEFAULT_SANDBOX_TTL_S = 7 * 86400.0
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-def parse_duration(variable: str, value: str) -> float | None:
-    """A duration such as `45s`, `30m`, `12h`, `7d` (a bare number is seconds); 0 is None,
-    meaning no limit."""
-    match = _DURATION_RE.fullmatch(value.strip().lower())
-    if match is None:
-        raise ConfigError(variable, f"{value!r} is not a duration (for example 90s, 30m, 12h, 7d)")
-    seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    return seconds if seconds > 0 else None
-
-
-def parse_push_keys(variable: str, value: str) -> tuple[str, ...]:
-    """Comma-separated Fernet keys (32 bytes, URL-safe base64): the first encrypts, every
-    one decrypts (to rotate, put the new key first)."""
-    keys = []
-    for item in value.split(","):
-        key = item.strip()
-        if not key:
-            continue
-        try:
-            raw = base64.urlsafe_b64decode(key.encode("ascii"))
-        except (binascii.Error, UnicodeEncodeError, ValueError):
-            raw = b""
-        if len(raw) != 32:
-            # Never echo the key: the message goes to logs and terminals.
-            raise ConfigError(
-                variable,
-                "a key is 32 random bytes in URL-safe base64, 44 characters (for example: "
-                "openssl rand -base64 32 | tr '+/' '-_')",
-            )
-        keys.append(key)
-    return tuple(keys)
-
-
-class _StateValues(NamedTuple):
-    state_dir: Path
-    task_ttl_s: float | None
-    sandbox_ttl_s: float | None
-    push_keys: tuple[str, ...]
-
-
-def _state_settings(env: Mapping[str, str], base: Path) -> _StateValues:
-    """ACP_STATE_DIR, A2A_TASK_TTL, ACP_SANDBOX_TTL, A2A_PUSH_KEY, as Settings fields."""
-    state_text = env.get("ACP_STATE_DIR", "").strip()
-    state_dir = Path(state_text).expanduser() if state_text else base / STATE_DIR_NAME
-    if not state_dir.is_absolute():
-        state_dir = base / state_dir
-    task_ttl = env.get("A2A_TASK_TTL", "").strip()
-    sandbox_ttl = env.get("ACP_SANDBOX_TTL", "").strip()
-    return _StateValues(
-        state_dir=state_dir,
-        task_ttl_s=parse_duration("A2A_TASK_TTL", task_ttl) if task_ttl else DEFAULT_TASK_TTL_S,
-        sandbox_ttl_s=(
-            parse_duration("ACP_SANDBOX_TTL", sandbox_ttl) if sandbox_ttl else DEFAULT_SANDBOX_TTL_S
-        ),
-        push_keys=parse_push_keys("A2A_PUSH_KEY", env.get("A2A_PUSH_KEY", "")),
-    )
-
-
-# --- end of durable state ------------------------------------------------------------------
+LOG_FORMATS = ("auto", "text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 # The adapters' npm packages, pinned here and only here (adapters/package.json must agree;
 # a test checks it). A preset runs the copy installed under adapters/ when there is one,
@@ -148,9 +91,6 @@ ADAPTER_PACKAGES: Mapping[str, tuple[str, str, str]] = {
 }
 PRESET_ARGS: Mapping[str, tuple[str, ...]] = {"gemini": ("--acp",)}
 PRESETS = ("demo", *ADAPTER_PACKAGES)
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 
 
 @dataclass(frozen=True)
@@ -203,45 +143,6 @@ def agent_spec(value: str) -> AgentSpec:
     return AgentSpec(label=Path(words[0]).name, command=tuple(words))
 
 
-def parse_bool(variable: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ConfigError(variable, f"{value!r} is not a boolean (use true or false)")
-
-
-def parse_int(variable: str, value: str, *, minimum: int, maximum: int | None = None) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise ConfigError(variable, f"{value!r} is not a whole number") from None
-    if number < minimum or (maximum is not None and number > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise ConfigError(variable, f"{number} is out of range (must be {bound})")
-    return number
-
-
-def parse_port(variable: str, value: str) -> int:
-    try:
-        return parse_int(variable, value, minimum=0, maximum=65535)
-    except ConfigError:
-        raise ConfigError(variable, f"{value!r} is not a port number (0-65535)") from None
-
-
-def parse_directory(variable: str, value: str, *, base: Path) -> Path:
-    """An existing directory, resolved once (symlinks included) against `base`."""
-    path = Path(value).expanduser()
-    if not path.is_absolute():
-        path = base / path
-    if not path.exists():
-        raise ConfigError(variable, f"{value!r} does not exist")
-    if not path.is_dir():
-        raise ConfigError(variable, f"{value!r} is not a directory")
-    return path.resolve(strict=True)
-
-
 def is_loopback(host: str) -> bool:
     """True when HOST binds only to this machine (a name other than localhost counts as not)."""
     name = host.strip().strip("[]").lower()
@@ -253,34 +154,33 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def parse_tokens(env: Mapping[str, str], *, base: Path) -> tuple[str, ...]:
-    """The accepted bearer tokens: A2A_TOKEN, or A2A_TOKEN_FILE with one token a line."""
-    token = env.get("A2A_TOKEN", "").strip()
-    file_text = env.get("A2A_TOKEN_FILE", "").strip()
-    if token and file_text:
-        raise ConfigError("A2A_TOKEN_FILE", "set either A2A_TOKEN or A2A_TOKEN_FILE, not both")
-    if token:
-        return (_check_token("A2A_TOKEN", token),)
-    if not file_text:
-        return ()
-    path = Path(file_text).expanduser()
+def read_token_file(variable: str, text: str, *, base: Path) -> tuple[str, ...]:
+    """The tokens of A2A_TOKEN_FILE: one a line, blank lines and # comments skipped."""
+    path = Path(text).expanduser()
     if not path.is_absolute():
         path = base / path
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise ConfigError("A2A_TOKEN_FILE", f"{file_text!r} does not exist") from None
+        raise ConfigError(variable, f"{text!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         problem = exc.strerror if isinstance(exc, OSError) else "is not UTF-8 text"
-        raise ConfigError("A2A_TOKEN_FILE", f"{file_text!r} cannot be read: {problem}") from None
+        raise ConfigError(variable, f"{text!r} cannot be read: {problem}") from None
     tokens = []
     for number, raw in enumerate(lines, start=1):
         line = raw.strip()
         if line and not line.startswith("#"):
-            tokens.append(_check_token(f"A2A_TOKEN_FILE line {number}", line))
+            tokens.append(_check_token(f"{variable} line {number}", line))
     if not tokens:
-        raise ConfigError("A2A_TOKEN_FILE", f"{file_text!r} holds no token (one a line)")
+        raise ConfigError(variable, f"{text!r} holds no token (one a line)")
     return tuple(tokens)
+
+
+def parse_tokens(env: Mapping[str, str], *, base: Path) -> tuple[str, ...]:
+    """The accepted bearer tokens alone (what `send` and `card` present), from raw strings."""
+    rows = {row.name: row for row in SETTINGS}
+    token = rows["token"].value(env, {}, base)
+    return (token,) if token else rows["file_tokens"].value(env, {}, base)
 
 
 def _check_token(where: str, token: str) -> str:
@@ -298,59 +198,554 @@ def _check_token(where: str, token: str) -> str:
     return token
 
 
-def parse_hosts(variable: str, value: str) -> tuple[str, ...]:
-    """Comma-separated host names (no scheme, no port), lowercased."""
-    hosts = []
-    for item in value.split(","):
-        name = item.strip().lower()
-        if not name:
-            continue
-        if any(c in name for c in "/ @") or name.count(":") == 1:
-            raise ConfigError(variable, f"{item.strip()!r} is not a host name (no scheme or port)")
-        hosts.append(name.strip("[]"))
-    return tuple(hosts)
+# --- the kinds only the bridge has ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agent(Kind[AgentSpec]):
+    """A preset name or an ACP agent's command line."""
+
+    def parse(self, variable: str, text: str, base: Path) -> AgentSpec:
+        return agent_spec(text)
+
+
+@dataclass(frozen=True)
+class SessionMode(Kind[str]):
+    """An ACP session mode id the agent must run in; one that approves everything is refused."""
+
+    def parse(self, variable: str, text: str, base: Path) -> str:
+        if is_unsupervised_mode(text):
+            raise ConfigError(
+                variable,
+                f"{text!r} lets the agent act without asking; the bridge refuses to run an "
+                "agent unsupervised",
+            )
+        return text
+
+
+@dataclass(frozen=True)
+class MethodId(Kind[str]):
+    """An ACP authentication method id the adapter offers at initialize."""
+
+    def parse(self, variable: str, text: str, base: Path) -> str:
+        if not _METHOD_ID_RE.fullmatch(text):
+            raise ConfigError(variable, f"{text!r} is not an authentication method id")
+        return text
+
+
+@dataclass(frozen=True)
+class ProtectedNames(Kind[tuple[str, ...]]):
+    """Names of the protected-paths table (protection.py), comma-separated."""
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        try:
+            return parse_writable(text)
+        except ValueError as exc:
+            raise ConfigError(variable, str(exc)) from None
+
+
+@dataclass(frozen=True)
+class AutoBoolean(Kind[bool | None]):
+    """`auto` (None), or a boolean."""
+
+    def parse(self, variable: str, text: str, base: Path) -> bool | None:
+        if text.strip().lower() == "auto":
+            return None
+        try:
+            return Boolean().parse(variable, text, base)
+        except ConfigError:
+            raise ConfigError(variable, f"{text!r} is not auto, true or false") from None
+
+
+@dataclass(frozen=True)
+class Paths(Kind[tuple[Path, ...]]):
+    """Existing directories or files, separated by `:` like PATH, each resolved once."""
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[Path, ...]:
+        paths = []
+        for item in text.split(":"):
+            if not item.strip():
+                continue
+            path = Path(item.strip()).expanduser()
+            if not path.is_absolute():
+                path = base / path
+            try:
+                paths.append(path.resolve(strict=True))
+            except (OSError, RuntimeError):
+                raise ConfigError(variable, f"{item.strip()!r} does not exist") from None
+        return tuple(paths)
+
+
+@dataclass(frozen=True)
+class HomeSeed(Kind[tuple[str, ...]]):
+    """Paths relative to the operator's HOME, comma-separated (none may leave it);
+    `none`: nothing is copied."""
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        if text.strip().lower() == "none":
+            return ()
+        seeds = []
+        for item in text.split(","):
+            name = item.strip()
+            if not name:
+                continue
+            parts = Path(name).parts
+            if Path(name).is_absolute() or ".." in parts or name.startswith("~"):
+                raise ConfigError(
+                    variable,
+                    f"{name!r} is not a path inside HOME "
+                    "(write it relative, e.g. .codex/auth.json)",
+                )
+            seeds.append(str(Path(*parts)))
+        return tuple(seeds)
+
+
+@dataclass(frozen=True)
+class Span(Kind[float | None]):
+    """A long duration written with its unit (`45s`, `30m`, `12h`, `7d`; a bare number is
+    seconds), in seconds; `0` is None: no limit."""
+
+    def parse(self, variable: str, text: str, base: Path) -> float | None:
+        match = _SPAN_RE.fullmatch(text.strip().lower())
+        if match is None:
+            raise ConfigError(
+                variable, f"{text!r} is not a duration (for example 90s, 30m, 12h, 7d)"
+            )
+        seconds = float(match.group(1)) * _SPAN_UNITS[match.group(2)]
+        return seconds if seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class PushKeys(Kind[tuple[str, ...]]):
+    """Comma-separated Fernet keys (32 bytes, URL-safe base64): the first encrypts, every
+    one decrypts (to rotate, put the new key first). Never echoed."""
+
+    secret = True
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        keys = []
+        for item in text.split(","):
+            key = item.strip()
+            if not key:
+                continue
+            try:
+                raw = base64.urlsafe_b64decode(key.encode("ascii"))
+            except (binascii.Error, UnicodeEncodeError, ValueError):
+                raw = b""
+            if len(raw) != 32:
+                raise ConfigError(
+                    variable,
+                    "a key is 32 random bytes in URL-safe base64, 44 characters (for example: "
+                    "openssl rand -base64 32 | tr '+/' '-_')",
+                )
+            keys.append(key)
+        return tuple(keys)
+
+
+@dataclass(frozen=True)
+class Token(Kind[str]):
+    """A bearer token (never echoed in a message)."""
+
+    secret = True
+
+    def parse(self, variable: str, text: str, base: Path) -> str:
+        return _check_token(variable, text)
+
+
+@dataclass(frozen=True)
+class TokenFile(Kind[tuple[str, ...]]):
+    """A file of bearer tokens, one a line, read once at start."""
+
+    blank = "unset"
+    secret = True
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        return read_token_file(variable, text, base=base) if text else ()
+
+
+# --- the table --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the server needs, validated."""
+    """Everything the server needs, validated. Each field is one row of the table.
 
-    agent: AgentSpec
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    public_url: str | None = None
-    name: str | None = None
-    acp_cwd: Path | None = None
-    allow_execute: bool = False
-    idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
-    sandbox_parent: Path = field(default_factory=lambda: Path.cwd() / SANDBOX_DIR_NAME)
-    supervised_mode: str | None = None
-    agent_env_names: tuple[str, ...] = ()
-    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
-    silence_s: float = DEFAULT_SILENCE_S
-    turn_cap_s: float | None = None
-    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
-    pool_size: int = DEFAULT_POOL_SIZE
-    tokens: tuple[str, ...] = ()
-    insecure: bool = False
-    allowed_hosts: tuple[str, ...] = ()
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    max_sessions: int = DEFAULT_MAX_SESSIONS
-    max_queued: int = DEFAULT_MAX_QUEUED
-    card_v03: bool = False
-    push_allow_private: bool = False
-    question_timeout_s: float = DEFAULT_QUESTION_TIMEOUT_S
-    admission_timeout_s: float = DEFAULT_ADMISSION_TIMEOUT_S
-    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
-    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-    task_retention: int = DEFAULT_TASK_RETENTION
-    # --- durable state (issue 12) ---
-    state_dir: Path = field(default_factory=lambda: Path.cwd() / STATE_DIR_NAME)
-    task_ttl_s: float | None = DEFAULT_TASK_TTL_S
-    sandbox_ttl_s: float | None = DEFAULT_SANDBOX_TTL_S
-    push_keys: tuple[str, ...] = field(default=(), repr=False)
-    # --- end of durable state ---
+    To add a setting, add one field:
+        name: type = setting("VARIABLE", Kind(...), "default", "what it does", flag="--x")
+    The default is written as in the environment, in the kind's unit ("" for unset; then
+    wrap the kind in OrUnset for None, or give `shown=` words for the docs). A duration is
+    `Duration()`: milliseconds in a variable ending in _MS, seconds in a field ending in _s.
+    A value that depends on another setting is checked in `__post_init__`. Then run
+    scripts/settings_table to rewrite the tables in README.md and docs/operations.md (a
+    test keeps them equal to this one) and say why in CHANGELOG.md.
+    """
+
+    agent: AgentSpec = setting(
+        "ACP_AGENT",
+        Agent(),
+        "demo",
+        "the coding agent: "
+        + ", ".join(f"`{preset}`" for preset in PRESETS)
+        + ", or any ACP command line",
+        flag="--agent",
+    )
+    host: str = setting(
+        "HOST",
+        Text(),
+        DEFAULT_HOST,
+        "address to listen on; anything but loopback needs a token or `--insecure`",
+        flag="--host",
+    )
+    port: int = setting(
+        "PORT",
+        Port(),
+        str(DEFAULT_PORT),
+        "port to listen on (`0`: any free port, logged in the `listening` line)",
+        flag="--port",
+    )
+    public_url: str | None = setting(
+        "PUBLIC_URL",
+        OrUnset(Url()),
+        "",
+        "base URL written in the agent card; its host is also allowed in the Host header",
+        flag="--public-url",
+        shown="`http://HOST:PORT`",
+    )
+    name: str | None = setting(
+        "AGENT_NAME",
+        OrUnset(Text()),
+        "",
+        "the card's name",
+        flag="--name",
+        shown='the adapter\'s own name + " (via ACP)"',
+    )
+    insecure: bool = setting(
+        None,
+        Boolean(),
+        "false",
+        "serve beyond loopback **without** a token: anyone who reaches the port can run the agent",
+        flag="--insecure",
+        shown="off",
+    )
+    token: str | None = setting(
+        "A2A_TOKEN",
+        OrUnset(Token()),
+        "",
+        "a bearer token every request must carry (except the card and the probes); 16 or "
+        "more characters of `A-Z a-z 0-9 - . _ ~ + /`",
+    )
+    file_tokens: tuple[str, ...] = setting(
+        "A2A_TOKEN_FILE",
+        TokenFile(),
+        "",
+        "a file with one token a line (blank lines and `#` comments skipped), all accepted: "
+        "rotate by adding the new token, then removing the old; read at start",
+        excludes="A2A_TOKEN",
+    )
+    allowed_hosts: tuple[str, ...] = setting(
+        "A2A_ALLOWED_HOSTS",
+        HostNames(),
+        "",
+        "more host names (comma-separated, no port) the server answers to; while bound to "
+        "loopback only loopback names and PUBLIC_URL's host are answered; beyond loopback, "
+        "setting it turns the check on",
+    )
+    max_body_bytes: int = setting(
+        "A2A_MAX_BODY_BYTES",
+        Integer(minimum=1024, unit="bytes"),
+        str(DEFAULT_MAX_BODY_BYTES),
+        "largest request body; bigger ones get 413 before they are read (the default admits "
+        "the largest message the input budgets allow)",
+    )
+    # An adapter such as claude-agent-acp holds a few hundred MB of Node and its CLI; eight
+    # fit a small machine.
+    max_sessions: int = setting(
+        "ACP_MAX_SESSIONS",
+        Integer(minimum=1),
+        "8",
+        "live adapter processes at most (conversations and warm ones together); beyond it a "
+        "new conversation waits `ACP_ADMISSION_TIMEOUT_MS`, then is REJECTED "
+        "(docs/operations.md, Limits)",
+    )
+    max_queued: int = setting(
+        "ACP_MAX_QUEUED_TASKS",
+        Integer(minimum=0),
+        "8",
+        "tasks that may wait behind the running one in one conversation, beyond it REJECTED; "
+        "`0`: none may wait",
+    )
+    acp_cwd: Path | None = setting(
+        "ACP_CWD",
+        OrUnset(Directory()),
+        "",
+        "one existing directory shared by every conversation, handed to the bridge (not owned)",
+    )
+    allow_execute: bool = setting(
+        "ACP_ALLOW_EXECUTE",
+        Boolean(),
+        "false",
+        "allow commands, fetches and other unverifiable actions in `ACP_CWD`",
+    )
+    sandbox_parent: Path = setting(
+        "ACP_SANDBOX_DIR",
+        Location(),
+        f"./{SANDBOX_DIR_NAME}",
+        "where per-conversation sandboxes are made (without `ACP_CWD`)",
+    )
+    state_dir: Path = setting(
+        "ACP_STATE_DIR",
+        Location(),
+        f"./{STATE_DIR_NAME}",
+        "the bridge's state: the SQLite database (tasks, push configs, conversations), the "
+        "push-config key file and each conversation's adapter HOME (`homes/`)",
+    )
+    isolation: bool = setting(
+        "ACP_ISOLATION",
+        Boolean(),
+        "true",
+        "confine every adapter and all it starts with the kernel (Landlock): writable only its "
+        "conversation's root and home; `false` runs them unconfined (weaker); on where it is "
+        "unavailable, `serve` refuses to start ([docs/isolation.md](docs/isolation.md))",
+    )
+    home_seed: tuple[str, ...] | None = setting(
+        "ACP_HOME_SEED",
+        OrUnset(HomeSeed()),
+        "",
+        "files or directories under the operator's HOME (comma-separated, relative) copied "
+        "into each conversation's HOME; `none`: nothing",
+        shown="the preset's login files",
+    )
+    isolation_read: tuple[Path, ...] = setting(
+        "ACP_ISOLATION_READ",
+        Paths(),
+        "",
+        "more paths (`:`-separated) every adapter may read",
+    )
+    isolation_write: tuple[Path, ...] = setting(
+        "ACP_ISOLATION_WRITE",
+        Paths(),
+        "",
+        "more paths (`:`-separated) every adapter may write: shared by all conversations",
+    )
+    idle_timeout_s: float = setting(
+        "ACP_IDLE_TIMEOUT_MS",
+        Duration(),
+        "300000",
+        "stop a conversation's adapter after this long unused (the sandbox stays)",
+    )
+    supervised_mode: str | None = setting(
+        "ACP_SUPERVISED_MODE",
+        OrUnset(SessionMode()),
+        "",
+        "the session mode to enforce instead of the adapter's most supervised one; modes "
+        "that approve everything are refused",
+        shown="the adapter's own",
+    )
+    auth_method: str | None = setting(
+        "ACP_AUTH_METHOD",
+        OrUnset(MethodId()),
+        "",
+        "the ACP authentication method to log the adapter in with (`api-key`, "
+        "`gemini-api-key`, `vertex-ai`, `gateway`); unset, the bridge picks one it has the "
+        "credentials for when the adapter asks (`a2a-acp-bridge doctor` tells)",
+        shown="chosen from the credentials at hand",
+    )
+    writable_protected: tuple[str, ...] = setting(
+        "ACP_WRITABLE_PROTECTED",
+        ProtectedNames(),
+        "",
+        "protected names (comma-separated, e.g. `.vscode,.git`) the agent may edit after all "
+        "(docs/permissions.md, Protected paths)",
+    )
+    agent_env_names: tuple[str, ...] = setting(
+        "ACP_AGENT_ENV",
+        VariableNames(),
+        "",
+        "more environment variables (names, comma-separated) handed to the adapter, beyond "
+        "its allowlist (`PATH`, `HOME`, ...)",
+    )
+    # claude's session/new has been seen to take ~46 s on a cold machine.
+    start_timeout_s: float = setting(
+        "ACP_START_TIMEOUT_MS",
+        Duration(),
+        "60000",
+        "bound on spawn, initialize, session/new and the mode switch",
+    )
+    # Every update resets it: a long turn that keeps reporting never hits it.
+    silence_s: float = setting(
+        "ACP_SILENCE_TIMEOUT_MS",
+        Duration(),
+        "600000",
+        "a turn fails after this long without any update from the agent",
+    )
+    turn_cap_s: float | None = setting(
+        "ACP_TURN_TIMEOUT_MS",
+        OrUnset(Duration()),
+        "",
+        "optional hard cap on one turn",
+    )
+    cancel_grace_s: float = setting(
+        "ACP_CANCEL_GRACE_MS",
+        Duration(),
+        "5000",
+        "after `session/cancel` (a cancel, a deadline, shutdown), how long the agent gets to "
+        "end its turn before its process tree is stopped",
+    )
+    pool_size: int = setting(
+        "ACP_POOL_SIZE",
+        Integer(minimum=0, maximum=16),
+        "1",
+        "adapters kept started in fresh sandboxes for new conversations (at most "
+        "`ACP_MAX_SESSIONS`)",
+    )
+    # None: by request (the 0.3 fields unless the card request says A2A-Version 1.x).
+    card_v03: bool | None = setting(
+        "A2A_CARD_V03",
+        AutoBoolean(),
+        "auto",
+        "the card's A2A 0.3 fields: `auto` for card requests without `A2A-Version: 1.x` (0.3 "
+        "clients), `true` for all, `false` for none (docs/a2a.md)",
+    )
+    push_allow_private: bool = setting(
+        "A2A_PUSH_ALLOW_PRIVATE",
+        Boolean(),
+        "false",
+        "allow push-notification webhooks on loopback and private addresses; leave it off on "
+        "a shared network, or a task's webhook can reach services only the bridge's host can",
+    )
+    # The adapter is held for the whole wait.
+    question_timeout_s: float = setting(
+        "A2A_QUESTION_TIMEOUT_MS",
+        Duration(),
+        "3600000",
+        "how long an agent's question waits for the caller's answer before it is declined",
+    )
+    max_line_bytes: int = setting(
+        "ACP_MAX_LINE_BYTES",
+        Integer(minimum=MIN_MAX_LINE_BYTES, unit="bytes"),
+        str(DEFAULT_MAX_LINE_BYTES),
+        "longest line read from the adapter; a longer one fails the turn and stops the adapter",
+    )
+    max_parts: int = setting(
+        "A2A_MAX_PARTS",
+        Integer(minimum=1),
+        str(DEFAULT_MAX_PARTS),
+        "parts in one message at most; more is an invalid-params error",
+    )
+    # A new conversation that finds every adapter busy waits, first come first served.
+    admission_timeout_s: float = setting(
+        "ACP_ADMISSION_TIMEOUT_MS",
+        Duration(minimum_ms=0),
+        "60000",
+        "a new conversation that finds every adapter busy waits this long, first come first "
+        "served, before it is REJECTED (`0`: refused at once)",
+    )
+    # A stalled client would otherwise hold its connection and a file descriptor forever.
+    header_timeout_s: float = setting(
+        "A2A_HEADER_TIMEOUT_MS",
+        Duration(),
+        "10000",
+        "a request's headers must arrive within this, else 408 and the connection is closed",
+    )
+    body_timeout_s: float = setting(
+        "A2A_BODY_TIMEOUT_MS",
+        Duration(),
+        "30000",
+        "a request's body must arrive within this after its headers, else the connection is closed",
+    )
+    # Well below a default file-descriptor limit of 1024, leaving room for adapters' pipes.
+    max_connections: int = setting(
+        "A2A_MAX_CONNECTIONS",
+        Integer(minimum=1),
+        "512",
+        "open connections at most (streams included); a new one beyond is answered 503 "
+        "before anything is read",
+    )
+    task_ttl_s: float | None = setting(
+        "A2A_TASK_TTL",
+        Span(),
+        DEFAULT_TASK_TTL,
+        "finished tasks older than this are deleted (`45s`, `30m`, `12h`, `7d`; `0`: kept up "
+        "to `A2A_TASK_RETENTION`)",
+    )
+    sandbox_ttl_s: float | None = setting(
+        "ACP_SANDBOX_TTL",
+        Span(),
+        DEFAULT_SANDBOX_TTL,
+        "a conversation unused this long loses its sandbox, adapter home and record (never a "
+        "handed `ACP_CWD`); `0`: never",
+    )
+    push_keys: tuple[str, ...] = setting(
+        "A2A_PUSH_KEY",
+        PushKeys(),
+        "",
+        "keys that encrypt push configs' secrets at rest (comma-separated, the first encrypts); "
+        "unset, a key file made in the state directory (mode 0600)",
+        shown="a key file in `ACP_STATE_DIR`",
+    )
+    task_retention: int = setting(
+        "A2A_TASK_RETENTION",
+        Integer(minimum=1),
+        str(DEFAULT_TASK_RETENTION),
+        "finished tasks kept in memory for GetTask and ListTasks; beyond it the oldest "
+        "finished ones are forgotten",
+    )
+    log_format: str = setting(
+        "LOG_FORMAT",
+        Choice(LOG_FORMATS),
+        "auto",
+        "`text` (one readable line), `json` (JSON lines); `auto`: text on a terminal, JSON "
+        "otherwise",
+    )
+    log_level: str = setting(
+        "LOG_LEVEL",
+        Choice(LOG_LEVELS, upper=True),
+        "INFO",
+        "`DEBUG`, `INFO`, `WARNING` or `ERROR`; only `DEBUG` shows prompt text and adapter stderr",
+    )
+    # Handed to a2a-sdk as written (the CLI sets it before importing the SDK).
+    a2a_sdk_tracing: str = setting(
+        "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED",
+        Text(),
+        "false",
+        "a2a-sdk's OpenTelemetry spans; set `true` when an OpenTelemetry SDK is configured "
+        "(off, the bridge saves a fifth of a short turn's latency)",
+    )
+
+    # Not settings: where the bridge runs (its .env and state directory are protected) and
+    # the token file's path (protected too); from_env fills them in.
+    workdir: Path = field(default_factory=Path.cwd)
+    token_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tokens and not self.insecure and not is_loopback(self.host):
+            raise ConfigError(
+                "HOST",
+                f"{self.host!r} is reachable from other machines and no token is set: set "
+                "A2A_TOKEN or A2A_TOKEN_FILE, or pass --insecure to serve without "
+                "authentication",
+            )
+        if self.pool_size > self.max_sessions:
+            raise ConfigError(
+                "ACP_POOL_SIZE",
+                f"{self.pool_size} warm adapters exceed ACP_MAX_SESSIONS ({self.max_sessions})",
+            )
+
+    def protection(self) -> Protection:
+        """What every root protects beyond the protected names: the bridge's own files
+        (its .env, state directory, token file, sandboxes parent), and the names the
+        operator opened (ACP_WRITABLE_PROTECTED)."""
+        return bridge_protection(
+            self.workdir,
+            sandbox_parent=self.sandbox_parent,
+            token_file=self.token_file,
+            writable=self.writable_protected,
+        )
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        """The bearer tokens requests may carry (empty: no authentication)."""
+        return (self.token,) if self.token else self.file_tokens
 
     def host_allowlist(self) -> frozenset[str] | None:
         """Host names the server answers to, or None when any is accepted.
@@ -388,127 +783,16 @@ class Settings:
     ) -> Settings:
         """Build Settings from raw strings (environment merged with command-line flags).
 
-        `insecure` is the `--insecure` flag: it alone allows serving beyond loopback
-        without a token."""
+        A blank value counts as unset. `insecure` is the `--insecure` flag: it alone
+        allows serving beyond loopback without a token."""
         base = cwd or Path.cwd()
-
-        def text(name: str) -> str | None:
-            value = env.get(name)
-            return value if value is not None and value.strip() != "" else None
-
-        agent = agent_spec(env.get("ACP_AGENT", "demo"))
-        host = text("HOST") or DEFAULT_HOST
-        port_text = text("PORT")
-        port = parse_port("PORT", port_text) if port_text is not None else DEFAULT_PORT
-        public_url = text("PUBLIC_URL")
-        if public_url is not None and not public_url.startswith(("http://", "https://")):
-            raise ConfigError("PUBLIC_URL", f"{public_url!r} is not an http:// or https:// URL")
-        cwd_text = text("ACP_CWD")
-        acp_cwd = parse_directory("ACP_CWD", cwd_text, base=base) if cwd_text else None
-        allow_execute = parse_bool("ACP_ALLOW_EXECUTE", env.get("ACP_ALLOW_EXECUTE", ""))
-        idle_text = text("ACP_IDLE_TIMEOUT_MS")
-        idle = (
-            parse_int("ACP_IDLE_TIMEOUT_MS", idle_text, minimum=1)
-            if idle_text is not None
-            else DEFAULT_IDLE_TIMEOUT_MS
-        )
-        sandbox_text = text("ACP_SANDBOX_DIR")
-        sandbox_parent = (
-            Path(sandbox_text).expanduser() if sandbox_text else base / SANDBOX_DIR_NAME
-        )
-        if not sandbox_parent.is_absolute():
-            sandbox_parent = base / sandbox_parent
-        supervised_mode = text("ACP_SUPERVISED_MODE")
-        if supervised_mode is not None and is_unsupervised_mode(supervised_mode):
-            raise ConfigError(
-                "ACP_SUPERVISED_MODE",
-                f"{supervised_mode!r} lets the agent act without asking; the bridge refuses to "
-                "run an agent unsupervised",
-            )
-        env_names = tuple(
-            name.strip() for name in env.get("ACP_AGENT_ENV", "").split(",") if name.strip()
-        )
-        for name in env_names:
-            if not name.replace("_", "").isalnum():
-                raise ConfigError("ACP_AGENT_ENV", f"{name!r} is not an environment variable name")
-        start_timeout = _seconds(env, "ACP_START_TIMEOUT_MS", DEFAULT_START_TIMEOUT_S)
-        silence = _seconds(env, "ACP_SILENCE_TIMEOUT_MS", DEFAULT_SILENCE_S)
-        cancel_grace = _seconds(env, "ACP_CANCEL_GRACE_MS", DEFAULT_CANCEL_GRACE_S)
-        cap_text = text("ACP_TURN_TIMEOUT_MS")
-        turn_cap = (
-            parse_int("ACP_TURN_TIMEOUT_MS", cap_text, minimum=1) / 1000 if cap_text else None
-        )
-        pool_text = text("ACP_POOL_SIZE")
-        pool_size = (
-            parse_int("ACP_POOL_SIZE", pool_text, minimum=0, maximum=16)
-            if pool_text is not None
-            else DEFAULT_POOL_SIZE
-        )
-        tokens = parse_tokens(env, base=base)
-        if not tokens and not insecure and not is_loopback(host):
-            raise ConfigError(
-                "HOST",
-                f"{host!r} is reachable from other machines and no token is set: set A2A_TOKEN "
-                "or A2A_TOKEN_FILE, or pass --insecure to serve without authentication",
-            )
-        allowed_hosts = parse_hosts("A2A_ALLOWED_HOSTS", env.get("A2A_ALLOWED_HOSTS", ""))
-        max_body = _int(env, "A2A_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1024)
-        max_sessions = _int(env, "ACP_MAX_SESSIONS", DEFAULT_MAX_SESSIONS, minimum=1)
-        max_queued = _int(env, "ACP_MAX_QUEUED_TASKS", DEFAULT_MAX_QUEUED, minimum=0)
-        if pool_size > max_sessions:
-            raise ConfigError(
-                "ACP_POOL_SIZE",
-                f"{pool_size} warm adapters exceed ACP_MAX_SESSIONS ({max_sessions})",
-            )
-        return cls(
-            agent=agent,
-            host=host,
-            port=port,
-            public_url=public_url,
-            name=text("AGENT_NAME"),
-            acp_cwd=acp_cwd,
-            allow_execute=allow_execute,
-            idle_timeout_ms=idle,
-            sandbox_parent=sandbox_parent,
-            supervised_mode=supervised_mode,
-            agent_env_names=env_names,
-            start_timeout_s=start_timeout,
-            silence_s=silence,
-            turn_cap_s=turn_cap,
-            cancel_grace_s=cancel_grace,
-            pool_size=pool_size,
-            tokens=tokens,
-            insecure=insecure,
-            allowed_hosts=allowed_hosts,
-            max_body_bytes=max_body,
-            max_sessions=max_sessions,
-            max_queued=max_queued,
-            card_v03=parse_bool("A2A_CARD_V03", env.get("A2A_CARD_V03", "")),
-            push_allow_private=parse_bool(
-                "A2A_PUSH_ALLOW_PRIVATE", env.get("A2A_PUSH_ALLOW_PRIVATE", "")
-            ),
-            question_timeout_s=_seconds(env, "A2A_QUESTION_TIMEOUT_MS", DEFAULT_QUESTION_TIMEOUT_S),
-            admission_timeout_s=_int(env, "ACP_ADMISSION_TIMEOUT_MS", 60_000, minimum=0) / 1000,
-            header_timeout_s=_seconds(env, "A2A_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_S),
-            body_timeout_s=_seconds(env, "A2A_BODY_TIMEOUT_MS", DEFAULT_BODY_TIMEOUT_S),
-            max_connections=_count(env, "A2A_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, minimum=1),
-            task_retention=_count(env, "A2A_TASK_RETENTION", DEFAULT_TASK_RETENTION, minimum=1),
-            **_state_settings(env, base)._asdict(),  # durable state (issue 12)
-        )
+        values: dict[str, Any] = parse_settings(SETTINGS, env, {"--insecure": insecure}, base)
+        token_file = env.get("A2A_TOKEN_FILE", "").strip()
+        token_path = Path(token_file).expanduser() if token_file else None
+        if token_path is not None and not token_path.is_absolute():
+            token_path = base / token_path
+        return cls(**values, workdir=base, token_file=token_path)
 
 
-def _int(env: Mapping[str, str], variable: str, default: int, *, minimum: int) -> int:
-    value = env.get(variable, "").strip()
-    return parse_int(variable, value, minimum=minimum) if value else default
-
-
-def _seconds(env: Mapping[str, str], variable: str, default_s: float) -> float:
-    value = env.get(variable, "").strip()
-    if not value:
-        return default_s
-    return parse_int(variable, value, minimum=1) / 1000
-
-
-def _count(env: Mapping[str, str], variable: str, default: int, *, minimum: int) -> int:
-    value = env.get(variable, "").strip()
-    return parse_int(variable, value, minimum=minimum) if value else default
+# The table's rows, in the order the docs list them.
+SETTINGS: tuple[Setting, ...] = settings_table(Settings)

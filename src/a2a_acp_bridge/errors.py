@@ -10,7 +10,8 @@
      │    └── StateWriteError     the state database refused a write (full, read-only, locked)
      └── AdapterError             the coding agent could not serve the turn
           ├── AdapterStartError   spawn, initialize, session/new or the mode switch failed
-          │    └── SupervisionError   the supervised mode is missing, refused or reads back wrong
+          │    ├── SupervisionError   the supervised mode is missing, refused or reads back wrong
+          │    └── AuthenticationError  not logged in, and no credential the bridge has can do it
           ├── AdapterExitedError  the adapter process exited or broke its pipe
           ├── AdapterSilentError  no session/update arrived within the silence limit
           └── SupervisionLostError  the agent left its supervised mode during a turn
@@ -84,6 +85,11 @@ class AdapterStartError(AdapterError):
 
 class SupervisionError(AdapterStartError):
     """The adapter cannot be put in its supervised mode, so no session is opened."""
+
+
+class AuthenticationError(AdapterStartError):
+    """The adapter is not authenticated and the bridge cannot log it in with what it was given
+    (or the operator's ACP_AUTH_METHOD is not one it can use). Names variables, never values."""
 
 
 class AdapterExitedError(AdapterError):

@@ -4,6 +4,9 @@ Modules log with `logger.info("event name", extra={...fields})`; this module, co
 only by the CLI, renders the fields: `key=value` after the message on a terminal, or one
 JSON object per line (`ts`, `level`, `logger`, `event` and the fields) when stderr is not a
 terminal or LOG_FORMAT=json. Prompt text and ACP frames are logged only at DEBUG.
+Control characters and escape sequences in what is logged (a contextId, a title, a
+command, the agent's output) are shown as escapes, never sent to the terminal raw
+(terminal.py).
 
 `log_ids(task_id=..., context_id=..., session_id=...)` binds the ids of the work at hand
 for the current task (a context variable): every record logged inside it carries them
@@ -22,6 +25,8 @@ import time
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, TextIO
+
+from a2a_acp_bridge.terminal import json_safe, neutralise
 
 # The ids of the work the current asyncio task is doing.
 _NO_IDS: Mapping[str, str] = MappingProxyType({})
@@ -79,7 +84,7 @@ class JsonFormatter(logging.Formatter):
         entry.update(record_fields(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return json_safe(json.dumps(entry, default=str, ensure_ascii=False))
 
 
 # On a terminal these come first (what was decided), and the ids last, cut to 8 characters
@@ -94,24 +99,27 @@ class TextFormatter(logging.Formatter):
         found = record_fields(record)
         ordered = [key for key in _FIRST if key in found]
         ordered += [key for key in found if key not in _FIRST and key not in _SHORT_IDS]
-        parts = [f"{key}={_short(found[key])}" for key in ordered]
+        parts = [f"{neutralise(key)}={_short(found[key])}" for key in ordered]
         parts += [
-            f"{short}={str(found[key])[:8]}" for key, short in _SHORT_IDS.items() if found.get(key)
+            f"{short}={neutralise(str(found[key])[:8])}"
+            for key, short in _SHORT_IDS.items()
+            if found.get(key)
         ]
         fields = " ".join(parts)
-        line = f"{stamp} {record.levelname:<7} {record.getMessage()}"
+        line = f"{stamp} {record.levelname:<7} {neutralise(record.getMessage())}"
         if fields:
             line = f"{line}  {fields}"
         if record.exc_info:
-            line = f"{line}\n{self.formatException(record.exc_info)}"
+            line = f"{line}\n{neutralise(self.formatException(record.exc_info), keep=chr(10))}"
         return line
 
 
 def _short(value: Any) -> str:
     if not isinstance(value, str):
         text = json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+        text = json_safe(text)
         return text if len(text) <= 200 else text[:197] + "..."
-    text = " ".join(value.split())
+    text = neutralise(" ".join(value.split()))
     if len(text) > 200:
         text = text[:197] + "..."
     # Quoted when it holds a space, so `key=value` pairs stay unambiguous.

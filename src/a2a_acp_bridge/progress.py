@@ -16,13 +16,13 @@
 - `Question`: the agent asks the caller something; the task waits in INPUT_REQUIRED.
 
 `TurnProgress.outcome(...)` decides the task's final state and its note, and
-`TurnProgress.summary(...)` builds the answer artifact's data part.
+`TurnProgress.summary(...)` builds the turn's report (the final status's metadata).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +119,6 @@ class TurnProgress:
         self._answered = False
         self._tool_calls: dict[str, _ToolCall] = {}
         self.refusals: list[Refusal] = []
-        self.last_thought: str | None = None
         self._answer_tail = ""
 
     # --- feeding -----------------------------------------------------------------------
@@ -194,7 +193,6 @@ class TurnProgress:
         self._buffer.clear()
         self._buffered = 0
         if self._channel == "thought":
-            self.last_thought = text
             out.append(StatusText(f"Thinking: {text}"))
         else:
             self._answered = True
@@ -275,10 +273,8 @@ class TurnProgress:
             return Outcome(FinalState.COMPLETED, "Done, but " + "; and ".join(notes) + ".")
         return Outcome(FinalState.COMPLETED, None)
 
-    def summary(
-        self, end: TurnEnd, *, session_id: str, extra: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """The data part of the answer artifact."""
+    def summary(self, end: TurnEnd, *, session_id: str) -> dict[str, Any]:
+        """The turn's report, for the final status's metadata (a2a/artifacts.py)."""
         data: dict[str, Any] = {
             "stopReason": end.stop_reason,
             "usage": dict(end.usage),
@@ -287,8 +283,6 @@ class TurnProgress:
             "refusedByBridge": [refusal_to_dict(refusal) for refusal in self.refusals],
             "sessionId": session_id,
         }
-        if extra:
-            data.update(extra)
         return data
 
 

@@ -27,9 +27,11 @@ except ImportError:  # pragma: no cover - a2a-sdk[http-server] brings it
     SseStatus = None  # type: ignore[assignment,misc]
 
 from a2a_acp_bridge.a2a.app import build_app
+from a2a_acp_bridge.a2a.discovery import card_policy
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.errors import StateError
 from a2a_acp_bridge.http_protocol import ClientLimits, protocol_class
+from a2a_acp_bridge.landlock import forbid_same_user_inspection
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ class BridgeServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Any) -> None:
         super().__init__(config)
         self.app = app
+        # No adapter starts before the bridge's own port is known and kept from it.
+        app.state.bridge.isolation.expect_ports()
         if SseStatus is not None:
             # sse-starlette ends every stream the moment the server is told to exit, so
             # callers would never see their running task end CANCELED: the shutdown below
@@ -65,14 +69,24 @@ class BridgeServer(uvicorn.Server):
                 logger.error("the state directory cannot be used", extra={"error": str(exc)})
                 self.should_exit = True
                 return
+        # Same-user processes (an unconfined adapter included) can no longer read this
+        # process's /proc entries (environ holds A2A_TOKEN) or ptrace it.
+        forbid_same_user_inspection()
         await super().startup(sockets)
         port = self.bound_port()
         if port is not None:
             self.app.state.server.bound_port = port
-        settings: Settings = self.app.state.bridge.settings
+        bridge = self.app.state.bridge
+        bridge.isolation.deny_ports(self.bound_ports())
+        settings: Settings = bridge.settings
         logger.info(
             "listening",
-            extra={"url": settings.advertised_url(port), "agent": settings.agent.label},
+            extra={
+                "url": settings.advertised_url(port),
+                "agent": settings.agent.label,
+                "card": card_policy(settings.card_v03),
+                "isolation": bridge.isolation.status.label,
+            },
         )
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -112,6 +126,15 @@ class BridgeServer(uvicorn.Server):
         if not self.should_exit:
             logger.info("shutting down", extra={"signal": signal.Signals(sig).name})
         self.handle_exit(sig, frame)
+
+    def bound_ports(self) -> set[int]:
+        """Every TCP port the server listens on."""
+        return {
+            int(sock.getsockname()[1])
+            for server in getattr(self, "servers", [])
+            for sock in server.sockets
+            if sock.family in (socket.AF_INET, socket.AF_INET6)
+        }
 
     def bound_port(self) -> int | None:
         for server in getattr(self, "servers", []):

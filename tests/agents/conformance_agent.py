@@ -112,6 +112,8 @@ class ConformanceAgent:
                 },
                 "agentInfo": {"name": "a2a-conformance-agent", "version": "1"},
                 "authMethods": [],
+                # It answers some prompts with a direct message (the kit's Message replies).
+                "_meta": {"a2a": {"directReplies": True}},
             }
         if method == "session/new":
             session_id = str(uuid.uuid4())

@@ -15,11 +15,18 @@ The script (JSON) says who the agent is and what it does on each prompt:
       "config_call_error": null,      # {"code": -32601, ...}: set_config_option fails so
       "readback": {"default": "auto"},# the mode reads back as something else
       "new_session_error": null,      # {"code": -32000, "message": "..."} fails session/new
+      "auth_methods": [],             # what initialize lists in authMethods
+      "auth": {"api-key": "MY_KEY"},  # session/new and load refused (-32000) until an
+                                      # `authenticate` with one of these ids while the
+                                      # variable is set in the agent's own environment
+      "auth_error": "...",            # the agent's text when authenticate fails
+      "auth_ignored": false,          # authenticate succeeds but sessions stay refused
       "prompt_capabilities": {...},   # what initialize advertises (default: image, embedded)
+      "init_meta": {...},             # initialize's _meta (e.g. {"a2a": {"directReplies": true}})
       "echo_meta": true, "echo_prompt": true,  # say the prompt's _meta / its blocks first
       "turns": [[step, ...], ...],    # the Nth prompt runs turns[N] (the last one repeats)
       "by_prompt": {"TEXT": [step, ...]},  # or chosen by the prompt's exact text
-      "log": "/path/log.jsonl",       # append one JSON line per event (pids, calls, prompts)
+      "log": "/path/log.jsonl",       # one JSON line per event (pids, calls, prompts, answers)
       "delay": {"initialize": 2.0},   # seconds before answering these methods
       "delay_after_prompt": {},       # ... once a prompt has started
       "hang": ["session/new"],        # never answer these methods
@@ -53,14 +60,17 @@ Steps (`op`):
     signal NAME                        kill itself with that signal
     hang                               never answer this prompt
     error CODE MESSAGE                 answer the prompt with a JSON-RPC error
-    stderr BYTES                       write that much to stderr
+    stderr BYTES [text]                write that much to stderr (then `text`, if given)
     grandchild SECONDS                 start a child that holds stdout open, then crash
     child SECONDS                      start a child (same group, no pipes) and go on
     daemon SECONDS                     start a child in a session of its own (setsid)
     wait_file PATH                     wait until PATH exists (a test's go-ahead)
     raw LINE                           write LINE to stdout as it is (broken frames)
+    long_line BYTES                    one agent_message_chunk line of about BYTES bytes,
+                                       written in pieces (the agent never holds it whole)
     stale_cancel                       the next prompt answers `cancelled` at once
     content {block}                    agent_message_chunk carrying this content block
+    update {update}                    a session/update carrying this update as it is
     ask MESSAGE [schema]               elicitation/create (form mode); says
                                        "answer: {action, content, _meta}" as JSON on a line;
                                        a decline or cancel ends the turn `cancelled`
@@ -93,6 +103,7 @@ class ScriptedAgent:
         self.script = script
         self.sessions: dict[str, dict[str, Any]] = {}
         self.prompts = 0
+        self.authenticated = False
         self.cancelled = asyncio.Event()
         self.stale_cancel = False
         self.end_meta: dict[str, Any] | None = None
@@ -136,9 +147,18 @@ class ScriptedAgent:
                 "agentInfo": self.script.get(
                     "agent_info", {"name": "scripted-agent", "version": "1"}
                 ),
-                "authMethods": [],
+                "authMethods": self.script.get("auth_methods", []),
+                **({"_meta": self.script["init_meta"]} if "init_meta" in self.script else {}),
             }
+        if method == "authenticate":
+            variable = (self.script.get("auth") or {}).get(params.get("methodId"))
+            if not variable or not os.environ.get(variable):
+                raise RpcError(-32000, self.script.get("auth_error", "Authentication failed"))
+            self.authenticated = not self.script.get("auth_ignored", False)
+            return {}
         if method in ("session/new", "session/load"):
+            if self.script.get("auth") and not self.authenticated:
+                raise RpcError(-32000, "Authentication required")
             error = self.script.get("new_session_error")
             if error:
                 raise RpcError(error["code"], error["message"])
@@ -315,7 +335,11 @@ class ScriptedAgent:
         elif op == "error":
             raise RpcError(int(step["code"]), str(step["message"]))
         elif op == "stderr":
-            sys.stderr.write("e" * int(step["bytes"]) + "\nlast words of the scripted agent\n")
+            sys.stderr.write(
+                "e" * int(step.get("bytes", 0)) + "\nlast words of the scripted agent\n"
+            )
+            if "text" in step:
+                sys.stderr.write(str(step["text"]) + "\n")
             sys.stderr.flush()
         elif op == "grandchild":
             child = subprocess.Popen(
@@ -345,8 +369,12 @@ class ScriptedAgent:
             await self._say(session_id, json.dumps(sorted(os.environ)))
         elif op == "raw":
             await self.peer.write_raw(step["line"].encode() + b"\n")
+        elif op == "long_line":
+            await self._long_line(session_id, int(step["bytes"]))
         elif op == "stale_cancel":
             self.stale_cancel = True
+        elif op == "update":
+            await self._update(session_id, step["update"])
         elif op == "content":
             await self._update(
                 session_id, {"sessionUpdate": "agent_message_chunk", "content": step["block"]}
@@ -358,6 +386,31 @@ class ScriptedAgent:
         else:
             raise RpcError(-32603, f"unknown scripted op {op!r}")
         return None
+
+    async def _long_line(self, session_id: str, size: int) -> None:
+        head = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": session_id,
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "@"},
+                    },
+                },
+            },
+            separators=(",", ":"),
+        ).encode()
+        before, after = head.split(b"@")
+        piece = b"x" * (1024 * 1024)
+        await self.peer.write_raw(before)
+        written = len(before) + len(after) + 1
+        while written < size:
+            chunk = piece[: size - written]
+            await self.peer.write_raw(chunk)
+            written += len(chunk)
+        await self.peer.write_raw(after + b"\n")
 
     async def _ask(self, session_id: str, step: dict[str, Any]) -> dict[str, Any] | None:
         schema = step.get("schema") or {
@@ -383,6 +436,7 @@ class ScriptedAgent:
             await ask
         stop.cancel()
         answer = ask.result() or {}
+        self.log("question_answer", action=answer.get("action"))
         await self._say(session_id, "answer: " + json.dumps(answer, sort_keys=True) + "\n")
         if answer.get("action") != "accept":
             return {"stopReason": "cancelled"}
@@ -414,6 +468,7 @@ class ScriptedAgent:
             return {"stopReason": "cancelled"}
         outcome = (answer_task.result() or {}).get("outcome") or {}
         answer = outcome.get("optionId") if outcome.get("outcome") == "selected" else "cancelled"
+        self.log("permission_answer", toolCallId=tool_call.get("toolCallId"), answer=answer)
         await self._say(session_id, f"permission {tool_call.get('toolCallId')}: {answer}\n")
         if answer in step.get("end_turn_on", []):
             return {"stopReason": step.get("end_reason", "cancelled")}

@@ -28,6 +28,9 @@ from tests.fakes.script import (
 from tests.fakes.server import Exchange, FakeModelServer, Seen
 
 PREFIX = "/v1beta/models/"
+# Vertex AI's paths: express mode (an API key), and a project's location.
+VERTEX_PREFIX = "/v1beta1/"
+VERTEX_MODELS = "publishers/google/models/"
 
 
 class FakeGemini(FakeModelServer):
@@ -35,8 +38,9 @@ class FakeGemini(FakeModelServer):
 
     def handle(self, method: str, exchange: Exchange) -> None:
         path = exchange.path
-        if method == "POST" and path.startswith(PREFIX) and ":" in path:
-            model, _, action = path[len(PREFIX) :].rpartition(":")
+        model_path = _model_path(path)
+        if method == "POST" and model_path is not None and ":" in model_path:
+            model, _, action = model_path.rpartition(":")
             if action in ("streamGenerateContent", "generateContent"):
                 self._generate(exchange, model, stream=action == "streamGenerateContent")
                 return
@@ -68,7 +72,10 @@ class FakeGemini(FakeModelServer):
         )
         view = read_view(body.get("contents") or [], tools)
         step = next_step(self.script(view.key), view)
-        self.record(Seen("POST", exchange.path, model, "main", type(step).__name__))
+        system = " ".join(
+            str(part.get("text", "")) for part in _parts(body.get("systemInstruction") or {})
+        )
+        self.record(Seen("POST", exchange.path, model, "main", type(step).__name__, system))
         if isinstance(step, Stall):
             self.stall(exchange)
             return
@@ -149,3 +156,12 @@ def _result(response: Any) -> ToolResult:
             return ToolResult(str(response["output"]))
         return ToolResult(json.dumps(response))
     return ToolResult(str(response))
+
+
+def _model_path(path: str) -> str | None:
+    """`MODEL:action` of a Gemini API or a Vertex AI request path, else None."""
+    if path.startswith(PREFIX):
+        return path[len(PREFIX) :]
+    if path.startswith(VERTEX_PREFIX) and VERTEX_MODELS in path:
+        return path.split(VERTEX_MODELS, 1)[1]
+    return None

@@ -47,6 +47,9 @@ class Seen:
     model: str | None
     role: str  # "main", "side", "other" or "outside"
     step: str | None = None
+    # The request's system instructions (gemini's systemInstruction), where the adapter
+    # puts its memory files: what a test reads to see what context reached the model.
+    system: str = ""
 
 
 class Exchange:
@@ -120,6 +123,8 @@ class FakeModelServer:
         self.scripts: dict[str, Script] = {}
         self.seen: list[Seen] = []
         self.outside: list[str] = []
+        # The credential each API request carried (a key, a bearer token), in order.
+        self.credentials: list[str | None] = []
         self._lock = threading.Lock()
         self._stalls = threading.Condition(self._lock)
         self._stalled = 0
@@ -194,6 +199,11 @@ class FakeModelServer:
         with self._lock:
             return [seen for seen in self.seen if seen.role == "main"]
 
+    def credentials_seen(self) -> list[str | None]:
+        """The credential of every API request so far (None: the request carried none)."""
+        with self._lock:
+            return list(self.credentials)
+
     def outside_attempts(self) -> list[str]:
         with self._lock:
             return list(self.outside)
@@ -245,6 +255,19 @@ class FakeModelServer:
         exchange.send_json({"error": {"message": f"no route for {exchange.path}"}}, status=404)
 
 
+def request_credential(exchange: Exchange) -> str | None:
+    """The key a model request carries, wherever its API puts it: `Authorization: Bearer`
+    (OpenAI, gateways), `x-api-key` (Anthropic), `x-goog-api-key` or `?key=` (Gemini)."""
+    bearer = exchange.headers.get("Authorization") or ""
+    if bearer.lower().startswith("bearer "):
+        return bearer[len("bearer ") :].strip() or None
+    for header in ("x-api-key", "x-goog-api-key"):
+        value = exchange.headers.get(header)
+        if value:
+            return str(value)
+    return exchange.query.get("key") or None
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeModelServer
     protocol_version = "HTTP/1.1"
@@ -272,6 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         exchange = Exchange(self, body)
+        with self.owner._lock:
+            self.owner.credentials.append(request_credential(exchange))
         self.owner.dump(self.command, exchange)
         try:
             self.owner.handle(self.command, exchange)

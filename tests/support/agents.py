@@ -9,18 +9,29 @@ from pathlib import Path
 from typing import Any
 
 AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
+# Where a test's agent scripts and logs live: a confined agent reads its script from the
+# command line (isolation grants the files it names) and writes its log here, a directory
+# `make_settings` hands to every adapter with ACP_ISOLATION_WRITE when it exists.
+AGENT_IO = "agent-io"
+
+
+def agent_io(tmp_path: Path) -> Path:
+    """The test's directory for agent scripts and logs (made on first use)."""
+    path = tmp_path / AGENT_IO
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def scripted_agent(tmp_path: Path, script: dict[str, Any], name: str = "script") -> str:
     """ACP_AGENT for the scripted agent running `script` (written under tmp_path)."""
-    path = tmp_path / f"{name}.json"
+    path = agent_io(tmp_path) / f"{name}.json"
     path.write_text(json.dumps(script))
     return shlex.join([sys.executable, str(AGENTS_DIR / "scripted_agent.py"), str(path)])
 
 
 def logged_agent(tmp_path: Path, script: dict[str, Any], name: str = "agent") -> tuple[str, Path]:
     """ACP_AGENT for the scripted agent, and the log where it records its processes."""
-    log = tmp_path / f"{name}.log.jsonl"
+    log = agent_io(tmp_path) / f"{name}.log.jsonl"
     return scripted_agent(tmp_path, {**script, "log": str(log)}, name), log
 
 
@@ -46,12 +57,12 @@ def wrapped_agent(
     """ACP_AGENT for a shim (a bash or node script) that runs the scripted agent as its
     child, the way npx and node shims run the real binary, and the shared log (the shim
     logs itself as a "wrapper" process)."""
-    log = tmp_path / f"{name}.log.jsonl"
-    path = tmp_path / f"{name}.json"
+    log = agent_io(tmp_path) / f"{name}.log.jsonl"
+    path = agent_io(tmp_path) / f"{name}.json"
     path.write_text(json.dumps({**script, "log": str(log)}))
     agent = [sys.executable, str(AGENTS_DIR / "scripted_agent.py"), str(path)]
     if kind == "bash":
-        shim = tmp_path / f"{name}-shim.sh"
+        shim = agent_io(tmp_path) / f"{name}-shim.sh"
         shim.write_text(
             "#!/bin/bash\n"
             "read -r stat < /proc/$$/stat\n"
@@ -63,7 +74,7 @@ def wrapped_agent(
             'echo "the agent ended" >&2\n'
         )
     else:
-        shim = tmp_path / f"{name}-shim.js"
+        shim = agent_io(tmp_path) / f"{name}-shim.js"
         shim.write_text(
             "#!/usr/bin/env node\n"
             "const fs = require('fs');\n"

@@ -10,7 +10,9 @@ What each adapter needs (../../docs/adapter-tests.md has the why of each line):
 
 - claude: ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY; the DISABLE_* switches.
 - codex: CODEX_HOME with a config.toml naming a model provider at the fake server, whose
-  key comes from CODEX_FAKE_API_KEY; plugins, apps and the update check off.
+  key comes from CODEX_FAKE_API_KEY; plugins, apps and the update check off. Or
+  (`codex_key_rig`) the built-in OpenAI provider at the fake and only the keys a test
+  gives, so codex must be logged in (by the bridge's `authenticate`).
 - gemini: GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY; usage statistics and telemetry off.
 - all: HTTP(S)_PROXY at the fake server, which refuses and counts every CONNECT.
 """
@@ -114,6 +116,29 @@ def claude_rig(fake: FakeAnthropic, tmp_path: Path) -> Rig:
         **dict.fromkeys(CLAUDE_EXTRA_ENV, "1"),
     }
     return Rig("claude", fake, home, environ, CLAUDE_EXTRA_ENV)
+
+
+CODEX_QUIET = """\
+check_for_update_on_startup = false
+
+[features]
+plugins = false
+apps = false
+"""
+
+
+def codex_key_rig(fake: FakeOpenAI, tmp_path: Path, **keys: str) -> Rig:
+    """codex with its built-in OpenAI provider at the fake server and no stored login: the
+    credentials are only `keys` (OPENAI_API_KEY=..., or none at all)."""
+    require_installed("codex")
+    home = _home(tmp_path)
+    codex_home = home / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        f'model = "{CODEX_MODEL}"\nopenai_base_url = "{fake.url}/v1"\n' + CODEX_QUIET
+    )
+    environ = {**base_environ(home, fake), "CODEX_HOME": str(codex_home), **keys}
+    return Rig("codex", fake, home, environ)
 
 
 def codex_rig(fake: FakeOpenAI, tmp_path: Path) -> Rig:

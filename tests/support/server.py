@@ -16,6 +16,7 @@ from a2a_acp_bridge.a2a.app import build_app
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.server import BridgeServer, uvicorn_config
+from tests.support.agents import AGENT_IO, AGENTS_DIR
 
 # How long a test waits for the server to come up or go down.
 SERVER_START_S = 20.0
@@ -37,6 +38,12 @@ class RunningBridge:
 def make_settings(tmp_path: Path, env: Mapping[str, str] | None = None) -> Settings:
     """Settings as the CLI would build them, with sandboxes under the test's tmp_path."""
     values = {"PORT": "0", "ACP_SANDBOX_DIR": str(tmp_path / "sandboxes"), "ACP_POOL_SIZE": "0"}
+    io = tmp_path / AGENT_IO
+    if io.is_dir():
+        # The scripted agents' logs (tests/support/agents.py), shared by every adapter,
+        # and the agent itself, which a shim names only inside its own script.
+        values["ACP_ISOLATION_WRITE"] = str(io)
+        values["ACP_ISOLATION_READ"] = str(AGENTS_DIR)
     values.update(env or {})
     return Settings.from_env(values, cwd=tmp_path)
 

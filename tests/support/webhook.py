@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +39,22 @@ class Webhook:
         found = []
         for delivery in self.deliveries:
             body = delivery.body
-            status = (body.get("task") or body.get("statusUpdate") or {}).get("status") or {}
+            # A 1.0 payload is a StreamResponse; a 0.3 one the task itself (`kind: task`).
+            holder = body if body.get("kind") == "task" else body.get("task")
+            status = (holder or body.get("statusUpdate") or {}).get("status") or {}
             if "state" in status:
                 found.append(str(status["state"]))
         return found
+
+    async def wait_until(
+        self, done: Callable[[list[Delivery]], bool], timeout_s: float = 20.0
+    ) -> list[Delivery]:
+        """Wait until `done` holds for the deliveries so far; all of them."""
+        with anyio.fail_after(timeout_s):
+            while not done(self.deliveries):
+                await self.arrived.wait()
+                self.reset_arrival()
+        return list(self.deliveries)
 
     async def wait_for_state(self, state: str, timeout_s: float = 20.0) -> list[Delivery]:
         """Wait until a delivery carries the task in `state`; every delivery so far."""

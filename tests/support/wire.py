@@ -102,13 +102,44 @@ def answer_text(task: dict[str, Any]) -> str:
     return "".join(part.get("text", "") for part in found["parts"])
 
 
-def answer_report(task: dict[str, Any]) -> dict[str, Any]:
-    found = artifact(task, "answer")
-    assert found is not None, "no answer artifact"
-    data = [part["data"] for part in found["parts"] if "data" in part]
-    assert data, "the answer artifact has no data part"
-    report: dict[str, Any] = data[-1]
-    return report
+def assembled(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each artifact's parts as an appending client builds them from StreamResponses:
+    `append` extends, anything else replaces (the SDKs' aggregators, Agent Framework)."""
+    built: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        update = event.get("artifactUpdate")
+        if update is None:
+            continue
+        artifact_id = update["artifact"]["artifactId"]
+        parts = list(update["artifact"].get("parts", []))
+        if update.get("append"):
+            built.setdefault(artifact_id, []).extend(parts)
+        else:
+            built[artifact_id] = parts
+    return built
+
+
+def last_chunks(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each artifact's parts as Google ADK keeps them: only the update marked `lastChunk`."""
+    kept: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        update = event.get("artifactUpdate")
+        if update is not None and update.get("lastChunk"):
+            kept[update["artifact"]["artifactId"]] = list(update["artifact"]["parts"])
+    return kept
+
+
+def texts(parts: list[dict[str, Any]]) -> str:
+    return "".join(part.get("text", "") for part in parts)
+
+
+def task_report(task: dict[str, Any]) -> dict[str, Any]:
+    """The turn's report: in the task's metadata (from its final status), never in the answer."""
+    report = task.get("metadata", {}).get("report")
+    assert isinstance(report, dict), "the task's metadata has no report"
+    answer = artifact(task, "answer") or {"parts": []}
+    assert not any("stopReason" in part.get("data", {}) for part in answer["parts"])
+    return dict(report)
 
 
 REST_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/a2a+json"}

@@ -1,6 +1,7 @@
 """The HTTP application: a2a-sdk's route builders mounted in our own Starlette app.
 
-    GET  /.well-known/agent-card.json   the card (Cache-Control, ETag, Last-Modified)
+    GET  /.well-known/agent-card.json   the card, 1.0 or with the 0.3 fields (discovery.py)
+    GET  /.well-known/agent.json        the card with the 0.3 fields (the path before 0.3)
     POST /                               JSON-RPC: A2A 1.0, and 0.3 method names
     *    /rest/...                       HTTP+JSON: A2A 1.0, and 0.3 under /rest/v1
     GET  /healthz                        alive: the process can serve (503 once the bridge's
@@ -27,16 +28,13 @@ import contextlib
 import logging
 import os
 import shutil
-import time
 from collections.abc import AsyncIterator
-from email.utils import formatdate
 
 from a2a.server.context import ServerCallContext
-from a2a.server.routes import create_agent_card_routes, create_rest_routes
+from a2a.server.routes import create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types.a2a_pb2 import AgentCard
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -45,14 +43,17 @@ from starlette.routing import Route
 
 from a2a_acp_bridge.a2a.card import build_card
 from a2a_acp_bridge.a2a.compat import Compat03Adapter
+from a2a_acp_bridge.a2a.discovery import CARD_PATH, LEGACY_CARD_PATH, CardEndpoint
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
 from a2a_acp_bridge.a2a.gate import Gate
 from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
 from a2a_acp_bridge.a2a.persistence import Persistence
-from a2a_acp_bridge.a2a.push import PushDelivery, PushUrlPolicy
+from a2a_acp_bridge.a2a.push import V03, VERSION_STATE, PushDelivery, PushUrlPolicy
 from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
+from a2a_acp_bridge.a2a.quiet import quiet_client_errors
+from a2a_acp_bridge.a2a.rest03 import Rest03Adapter
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.metrics import CONTENT_TYPE
@@ -60,7 +61,6 @@ from a2a_acp_bridge.state_writer import StateHealth
 
 logger = logging.getLogger(__name__)
 
-CARD_CACHE_CONTROL = "public, max-age=60"
 RPC_PATH = "/"
 REST_PREFIX = "/rest"
 
@@ -72,52 +72,41 @@ class ServerState:
         self.bound_port: int | None = None
 
 
-class CardClock:
-    """When the served card last changed (its ETag), for the Last-Modified header."""
-
-    def __init__(self) -> None:
-        self.etag: str | None = None
-        self.modified = ""
-
-    def stamp(self, etag: str | None) -> str:
-        if etag != self.etag or not self.modified:
-            self.etag = etag
-            self.modified = formatdate(time.time(), usegmt=True)
-        return self.modified
-
-
 class CallContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's call context, plus whether the caller reads a stream (HTTP+JSON path)."""
+    """The SDK's call context, plus whether the caller reads a stream (HTTP+JSON path) and
+    the A2A version the request speaks (no header: 0.3; the gate turned a query parameter
+    into the header)."""
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state["rest_stream"] = request.url.path.endswith((":stream", ":subscribe"))
+        version = request.headers.get("a2a-version", "").strip() or V03
+        context.state[VERSION_STATE] = V03 if version.startswith("0.") else version
         return context
 
 
 def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     bridge = bridge or Bridge(settings)
+    quiet_client_errors()
     state = ServerState()
 
-    def current_card() -> AgentCard:
+    def current_card(with_v03: bool = False) -> AgentCard:
         return build_card(
             base_url=settings.advertised_url(state.bound_port),
             label=settings.agent.label,
             agent_info=bridge.agent_info,
             name=settings.name,
             bearer=bool(settings.tokens),
-            with_v03=settings.card_v03,
+            with_v03=with_v03,
             supervised=bridge.supervised is not False,
             prompt_capabilities=bridge.prompt_capabilities,
+            isolation=bridge.isolation.status.sentence(),
         )
-
-    async def card_modifier(_card: AgentCard) -> AgentCard:
-        return current_card()
 
     push_configs = DurablePushConfigStore()
     push_policy = PushUrlPolicy(allow_private=settings.push_allow_private)
-    push = PushDelivery(push_configs, push_policy)
     task_store = DurableTaskStore(retention=settings.task_retention, ttl_s=settings.task_ttl_s)
+    push = PushDelivery(push_configs, push_policy, task_of=task_store.peek)
     persistence = Persistence(settings, bridge, task_store, push_configs, push)
     handler = BridgeRequestHandler(
         bridge=bridge,
@@ -152,16 +141,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     async def metrics(_request: Request) -> Response:
         return Response(bridge.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    (sdk_card_route,) = create_agent_card_routes(
-        current_card(), card_modifier=card_modifier, cache_control=CARD_CACHE_CONTROL
-    )
-    sdk_card = sdk_card_route.endpoint
-    clock = CardClock()
-
-    async def card(request: Request) -> Response:
-        response: Response = await sdk_card(request)
-        response.headers["Last-Modified"] = clock.stamp(response.headers.get("etag"))
-        return response
+    card = CardEndpoint(current_card, settings.card_v03)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -179,17 +159,20 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
                 await persistence.notify(await task_store.end_unfinished())
 
     routes = [
-        Route(AGENT_CARD_WELL_KNOWN_PATH, card, methods=["GET"]),
+        Route(CARD_PATH, card.serve, methods=["GET"]),
+        Route(LEGACY_CARD_PATH, card.serve, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),
-        *create_rest_routes(
-            handler,
-            context_builder=context_builder,
-            enable_v0_3_compat=True,
-            path_prefix=REST_PREFIX,
+        # A2A 0.3 under /rest/v1, through the bridge's adapter (a2a/rest03.py).
+        *(
+            Route(f"{REST_PREFIX}{path}", endpoint, methods=[method])
+            for (path, method), endpoint in Rest03Adapter(handler, context_builder=context_builder)
+            .routes()
+            .items()
         ),
+        *create_rest_routes(handler, context_builder=context_builder, path_prefix=REST_PREFIX),
     ]
     guard = Middleware(
         Guard,
@@ -198,7 +181,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         max_body_bytes=settings.max_body_bytes,
         on_refusal=bridge.metrics.http_refused,
     )
-    gate = Middleware(Gate, rpc_path=RPC_PATH)
+    gate = Middleware(Gate, rpc_path=RPC_PATH, max_parts=settings.max_parts)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard, gate])
     app.state.bridge = bridge
     app.state.task_store = task_store
@@ -218,6 +201,7 @@ def readiness(
     warm or idle adapter would give way). It cannot know whether the agent's credentials
     work, and `state`: the state database takes writes (else the cause, in a few words).
     The endpoint is public, so it names no path or program: the log does."""
+    isolation = bridge.isolation.status
     program = settings.agent.command[0]
     found = shutil.which(program) if os.sep not in program else program
     runnable = found is not None and os.access(found, os.X_OK)
@@ -237,4 +221,10 @@ def readiness(
             "max": settings.max_sessions,
         },
         "state": state_check,
+        # Which isolation is in force: the bridge refuses to start without the one asked.
+        "isolation": {
+            "ok": True,
+            "mechanism": isolation.mechanism,
+            **({"abi": isolation.abi} if isolation.abi is not None else {}),
+        },
     }

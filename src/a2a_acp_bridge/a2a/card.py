@@ -62,6 +62,7 @@ def build_card(
     bearer: bool = False,
     with_v03: bool = False,
     prompt_capabilities: PromptCapabilities | None = None,
+    isolation: str = "",
 ) -> AgentCard:
     """The card for the current state of the bridge."""
     agent = label
@@ -80,6 +81,8 @@ def build_card(
             " The bridge does not know this adapter's supervised mode, so the agent runs in "
             "its own default mode."
         )
+    if isolation:
+        description += " " + isolation
     base = base_url.rstrip("/")
     versions = ("1.0", "0.3") if with_v03 else ("1.0",)
     interfaces = [

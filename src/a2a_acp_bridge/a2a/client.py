@@ -2,7 +2,9 @@
 
 Built on the a2a-sdk client: `send` streams the task, printing each progress line as it
 arrives and the answer as it streams, then the final state; it exits 0 for a COMPLETED
-task, 1 for any other end, 2 when the bridge cannot be reached.
+task, 1 for any other end, 2 when the bridge cannot be reached. What the agent wrote is
+printed with its control characters escaped (terminal.py): an answer cannot retitle the
+terminal, clear it or hide text in it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from google.protobuf.json_format import MessageToDict
 
 from a2a_acp_bridge.a2a.input import field_options
 from a2a_acp_bridge.a2a.states import INTERRUPTED, TERMINAL
+from a2a_acp_bridge.terminal import neutralise
 
 # The CLI waits for long turns: no read timeout on the stream, a bounded connect.
 HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=10.0)
@@ -29,20 +32,36 @@ def _state_name(state: int) -> str:
     return name.removeprefix("TASK_STATE_")
 
 
-def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int | None:
-    """Print one stream event; return the task state once it is final."""
+def _safe(text: str) -> str:
+    """Text from the bridge (the agent's, mostly) as it may reach a terminal."""
+    return neutralise(text, keep="\n\t")
+
+
+def render(
+    event: StreamResponse, out: TextIO, answer_open: list[bool], seen: set[str] | None = None
+) -> int | None:
+    """Print one stream event; return the task state once it is final. `seen`: the
+    artifacts printed so far in this stream."""
+    seen = set() if seen is None else seen
+
+    def write(text: str) -> None:
+        out.write(_safe(text))
+
     kind = event.WhichOneof("payload")
     if kind == "task":
-        out.write(f"task {event.task.id} (context {event.task.context_id})\n")
+        write(f"task {event.task.id} (context {event.task.context_id})\n")
         return None
     if kind == "message":
-        out.write("".join(part.text for part in event.message.parts) + "\n")
+        write("".join(part.text for part in event.message.parts) + "\n")
         return TaskState.TASK_STATE_COMPLETED
     if kind == "artifact_update":
         update = event.artifact_update
+        if update.last_chunk and not update.append and update.artifact.artifact_id in seen:
+            return None  # the closing update repeats, whole, what was printed as it came
+        seen.add(update.artifact.artifact_id)
         for part in update.artifact.parts:
             if part.WhichOneof("content") == "text" and update.artifact.artifact_id == "answer":
-                out.write(part.text)
+                write(part.text)
                 answer_open[0] = not part.text.endswith("\n")
         return None
     if kind == "status_update":
@@ -53,18 +72,18 @@ def render(event: StreamResponse, out: TextIO, answer_open: list[bool]) -> int |
             else ""
         )
         if answer_open[0]:
-            out.write("\n")
+            write("\n")
             answer_open[0] = False
         if status.state == TaskState.TASK_STATE_WORKING:
             if text:
-                out.write(f"· {text}\n")
+                write(f"· {text}\n")
             return None
-        out.write(f"[{_state_name(status.state)}]" + (f" {text}" if text else "") + "\n")
+        write(f"[{_state_name(status.state)}]" + (f" {text}" if text else "") + "\n")
         if status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
             fields = _form_fields(status.message)
             if fields:
-                out.write(f"  answer with: {fields}\n")
-            out.write(f"  reply with: send --task {event.status_update.task_id} TEXT\n")
+                write(f"  answer with: {fields}\n")
+            write(f"  reply with: send --task {event.status_update.task_id} TEXT\n")
         if status.state in TERMINAL or status.state in INTERRUPTED:
             return status.state
     return None
@@ -113,17 +132,18 @@ async def send_and_print(
         message.task_id = task_id
     final: int | None = None
     answer_open = [False]
+    seen: set[str] = set()
     try:
         async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=_headers(token)) as http:
             client = await create_client(url, ClientConfig(streaming=True, httpx_client=http))
             async with client:
                 async for event in client.send_message(SendMessageRequest(message=message)):
-                    state = render(event, out, answer_open)
+                    state = render(event, out, answer_open, seen)
                     out.flush()
                     if state is not None:
                         final = state
     except (httpx.HTTPError, A2AClientError) as exc:
-        print(f"a2a-acp-bridge: cannot talk to {url}: {exc}", file=sys.stderr)
+        print(_safe(f"a2a-acp-bridge: cannot talk to {url}: {exc}"), file=sys.stderr)
         return 2
     return 0 if final == TaskState.TASK_STATE_COMPLETED else 1
 
@@ -133,7 +153,7 @@ async def print_card(url: str, token: str | None = None, out: TextIO = sys.stdou
         async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=_headers(token)) as http:
             card = await A2ACardResolver(http, url).get_agent_card()
     except (httpx.HTTPError, A2AClientError) as exc:
-        print(f"a2a-acp-bridge: cannot fetch the card from {url}: {exc}", file=sys.stderr)
+        print(_safe(f"a2a-acp-bridge: cannot fetch the card from {url}: {exc}"), file=sys.stderr)
         return 2
     out.write(json.dumps(MessageToDict(card), indent=2) + "\n")
     return 0

@@ -5,9 +5,9 @@ the turn with the bridge and starts it in the bridge's task group (`TaskRun.driv
 waits until the turn either ends or asks the caller something. What the agent does is
 streamed as it happens: answer text as chunks of one `answer` artifact, files and data
 the agent returns as parts of their own in it; thinking, tool calls, plans and refusals
-as WORKING status messages; completed file edits in a `changes` artifact. The last chunk
-of the answer artifact carries a data part with the stop reason, usage, tool calls and
-every refusal; then the terminal status.
+as WORKING status messages; completed file edits in a `changes` artifact. Before a final
+or interrupted status every open artifact is closed with its whole content, and the
+terminal status carries the turn's report in its metadata (a2a/artifacts.py).
 
 A question from the agent (ACP elicitation) puts the task in INPUT_REQUIRED with the
 question and its form (a JSON Schema in a data part) and returns; the turn keeps waiting.
@@ -41,22 +41,22 @@ from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types.a2a_pb2 import (
-    Artifact,
     Message,
     Part,
     Role,
     Task,
-    TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidParamsError
 
+from a2a_acp_bridge.a2a.artifacts import CHANGES_ARTIFACT, TaskArtifacts, report_metadata
 from a2a_acp_bridge.a2a.failures import request_error, task_failure
 from a2a_acp_bridge.a2a.input import parsed_prompt, reply_from_message
 from a2a_acp_bridge.a2a.states import INTERRUPTED, OF_FINAL_STATE, TERMINAL
 from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
+from a2a_acp_bridge.boundary import relative_text
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.events import FileChunk, QuestionAsked, TurnEvent
 from a2a_acp_bridge.logs import log_ids
@@ -76,7 +76,6 @@ from a2a_acp_bridge.turn import CALLER_CANCEL_REASON, Turn
 
 logger = logging.getLogger(__name__)
 
-CHANGES_ARTIFACT = "changes"
 # How long CancelTask waits for the turn to end and publish CANCELED itself; the bridge
 # gives the agent ACP_CANCEL_GRACE_MS (5 s by default) and then stops it, so this is a
 # backstop.
@@ -133,8 +132,7 @@ class TaskPublisher:
         self.root = root
         self.task_id = task_id
         self.context_id = context_id
-        self.answer_started = False
-        self.changes_started = False
+        self.artifacts = TaskArtifacts()
         self.accepted_at = time.monotonic()
         self.first_event_at: float | None = None
         # Set when a final (or interrupted) state is published: for the log and metrics.
@@ -174,7 +172,7 @@ class TaskPublisher:
         if self._held:
             text = "".join(self._held)
             self._held.clear()
-            await self._answer([Part(text=text)])
+            await self._answer_text(text)
 
     async def reply_directly(self) -> bool:
         """Answer with one Message holding the text, if nothing else was published."""
@@ -190,46 +188,51 @@ class TaskPublisher:
             await self.queue.enqueue_event(message)
             return True
 
-    async def status(self, state: int, text: str | None = None, extra: Sequence[Part] = ()) -> None:
+    async def status(
+        self,
+        state: int,
+        text: str | None = None,
+        extra: Sequence[Part] = (),
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         async with self._lock:
             await self._release()
-            await self._status(state, text, extra)
+            await self._status(state, text, extra, metadata)
 
     async def _status(
-        self, state: int, text: str | None = None, extra: Sequence[Part] = ()
+        self,
+        state: int,
+        text: str | None = None,
+        extra: Sequence[Part] = (),
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         if state in TERMINAL or state in INTERRUPTED:
             self.final_state = TaskState.Name(state).removeprefix("TASK_STATE_").lower()
             self.final_message = text
+            # --- issue 14: every streamed artifact ends with an update holding it whole.
+            for closing in self.artifacts.closing(self.task_id, self.context_id):
+                await self._emit(closing)
         status = TaskStatus(state=state)  # type: ignore[arg-type]
         status.timestamp.GetCurrentTime()
+        if text:
+            text = relative_text(text, self.root())  # titles name paths under the root
         if text or extra:
             parts = [Part(text=text)] if text else []
             status.message.CopyFrom(self._message([*parts, *extra]))
-        await self._emit(
-            TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status)
+        event = TaskStatusUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id, status=status
         )
+        if metadata:
+            event.metadata.update(metadata)
+        await self._emit(event)
 
-    async def answer(self, parts: Sequence[Part], *, last: bool = False) -> None:
-        async with self._lock:
-            await self._release()
-            await self._answer(parts, last=last)
+    async def _answer(self, parts: Sequence[Part]) -> None:
+        answer = self.artifacts.get(ANSWER_ARTIFACT)
+        await self._emit(answer.chunk(self.task_id, self.context_id, parts))
 
-    async def _answer(self, parts: Sequence[Part], *, last: bool = False) -> None:
-        artifact = Artifact(artifact_id=ANSWER_ARTIFACT, parts=parts)
-        if not self.answer_started:
-            artifact.name = "answer"
-            artifact.description = "The agent's answer; the last chunk carries the turn's report"
-        await self._emit(
-            TaskArtifactUpdateEvent(
-                task_id=self.task_id,
-                context_id=self.context_id,
-                artifact=artifact,
-                append=self.answer_started,
-                last_chunk=last,
-            )
-        )
-        self.answer_started = True
+    async def _answer_text(self, text: str) -> None:
+        answer = self.artifacts.get(ANSWER_ARTIFACT)
+        await self._emit(answer.text_chunk(self.task_id, self.context_id, text))
 
     async def _change(self, change: ChangeMade) -> None:
         diff = change.diff
@@ -244,22 +247,9 @@ class TaskPublisher:
                 tofile=f"b/{shown}",
             )
         )
-        artifact = Artifact(
-            artifact_id=CHANGES_ARTIFACT,
-            parts=[Part(text=unified, media_type="text/x-diff", filename=shown)],
-        )
-        if not self.changes_started:
-            artifact.name = "changes"
-            artifact.description = "File edits the agent completed, as unified diffs"
-        await self._emit(
-            TaskArtifactUpdateEvent(
-                task_id=self.task_id,
-                context_id=self.context_id,
-                artifact=artifact,
-                append=self.changes_started,
-            )
-        )
-        self.changes_started = True
+        part = Part(text=unified, media_type="text/x-diff", filename=shown)
+        changes = self.artifacts.get(CHANGES_ARTIFACT)
+        await self._emit(changes.chunk(self.task_id, self.context_id, [part]))
 
     async def publish(self, outputs: Sequence[Output]) -> None:
         async with self._lock:
@@ -270,7 +260,7 @@ class TaskPublisher:
                     if self.deferring:
                         self._held.append(output.text)
                         continue
-                    await self._answer([Part(text=output.text)])
+                    await self._answer_text(output.text)
                     continue
                 await self._release()
                 if kind is StatusText:
@@ -345,7 +335,12 @@ class TaskRun:
                 self.paused.set()
 
     async def _fail(self, exc: Exception) -> None:
-        state, message = task_failure(exc, self.turn)
+        state, message = task_failure(
+            exc,
+            self.turn,
+            root=self.bridge.root_of(self.turn.context_id),
+            layout=self.bridge.layout,
+        )
         try:
             with anyio.CancelScope(shield=True):
                 await self.publisher.publish(self.progress.finish())
@@ -377,9 +372,10 @@ class TaskRun:
             and await publisher.reply_directly()
         ):
             return
-        data = progress.summary(end, session_id=session_id)
-        await publisher.answer([new_data_part(data, media_type="application/json")], last=True)
-        await publisher.status(OF_FINAL_STATE[result.state], result.message)
+        data = _relative(progress.summary(end, session_id=session_id), publisher.root())
+        await publisher.status(
+            OF_FINAL_STATE[result.state], result.message, metadata=report_metadata(data)
+        )
 
 
 class BridgeExecutor(AgentExecutor):
@@ -459,7 +455,11 @@ class BridgeExecutor(AgentExecutor):
             context_id,
             lambda: self.bridge.root_of(context_id),
             task=task,
-            defer=bool(prompt) and _may_reply_directly(context),
+            # Held back only for an agent that may answer with a message (unknown before
+            # the first adapter starts): any other task is visible from this moment on.
+            defer=bool(prompt)
+            and self.bridge.direct_replies is not False
+            and _may_reply_directly(context),
         )
         found.append(publisher)
         if not prompt:
@@ -544,6 +544,17 @@ def _loggable(part: PromptPart) -> str:
     if isinstance(part, LinkPart):
         return f"<link {part.uri}>"
     return part.as_text()
+
+
+def _relative(value: Any, root: Path | None) -> Any:
+    """The report with the root's absolute path written relative to it in every text."""
+    if isinstance(value, str):
+        return relative_text(value, root)
+    if isinstance(value, dict):
+        return {key: _relative(item, root) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relative(item, root) for item in value]
+    return value
 
 
 def _display_path(path: str, root: Path | None) -> str:

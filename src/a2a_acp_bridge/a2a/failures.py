@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from pathlib import Path
 
 from a2a.types.a2a_pb2 import TaskState
 from a2a.utils.errors import (
@@ -23,6 +25,7 @@ from a2a.utils.errors import (
 )
 
 from a2a_acp_bridge.a2a.input import InputProblem
+from a2a_acp_bridge.boundary import relative_text, without_layout
 from a2a_acp_bridge.errors import (
     AdapterError,
     CapacityError,
@@ -50,8 +53,20 @@ def request_error(exc: Exception, operation: str) -> A2AError:
     return InternalError(message=INTERNAL)
 
 
-def task_failure(exc: Exception, turn: Turn) -> tuple[int, str]:
-    """The final state and message of a task whose turn raised `exc`."""
+def task_failure(
+    exc: Exception,
+    turn: Turn,
+    *,
+    root: Path | None = None,
+    layout: Sequence[tuple[Path, str]] = (),
+) -> tuple[int, str]:
+    """The final state and message of a task whose turn raised `exc`: paths under the
+    conversation's `root` relative to it, the bridge's own directories (`layout`) by name."""
+    state, message = _failure(exc, turn)
+    return state, without_layout(relative_text(message, root), layout)
+
+
+def _failure(exc: Exception, turn: Turn) -> tuple[int, str]:
     if isinstance(exc, TurnCancelled) or (isinstance(exc, AdapterError) and turn.cancelled):
         return TaskState.TASK_STATE_CANCELED, turn.cancel_reason or ""
     if isinstance(exc, CapacityError):

@@ -4,18 +4,25 @@ An ASGI middleware behind the guard (guard.py: hosts, tokens, the body limit), i
 the SDK's routes (JSON-RPC at `rpc_path`, HTTP+JSON elsewhere):
 
 - A JSON-RPC request whose Content-Type is not JSON gets JSON-RPC error -32005
-  (ContentTypeNotSupportedError); an HTTP+JSON request with a body that is not JSON gets
-  HTTP 415 with the same error reason.
+  (ContentTypeNotSupportedError); a state-changing HTTP+JSON request (POST, PUT, PATCH)
+  declared as anything but JSON gets HTTP 415 with the same error reason, even with an
+  empty body, and so does one with no type and no body that a browser page sent (it
+  carries `Origin`): a cross-site form or fetch cannot cancel a task. (The SDK's own 0.3
+  client cancels with no type and no body, and no browser header: that passes.)
+- A message with more than `max_parts` parts (A2A_MAX_PARTS) is refused before the SDK
+  turns the JSON into objects, which for 200,000 tiny parts held the event loop for
+  seconds: JSON-RPC -32602, or HTTP 400 (INVALID_ARGUMENT).
 - `?A2A-Version=...` in the query string stands for the header (the spec allows either).
-- An HTTP+JSON response is labelled with the JSON media type the client used: a client
-  that sent `application/json` (and did not ask for `application/a2a+json`) gets
-  `application/json` back; everyone else gets `application/a2a+json`.
+- An HTTP+JSON response is labelled with the JSON media type the client asked for: the
+  first of `application/a2a+json` and `application/json` its `Accept` names, else the
+  type of the body it sent; a client that states neither (a GET with `*/*`) gets the
+  SDK's `application/a2a+json`. Errors stay `application/json`.
 - An error from an A2A 0.3 HTTP+JSON path (`.../v1/...`) also names the error the way 0.3
   clients read it (`{"type": "TaskNotFoundError", "message": ...}` beside the 1.0 body).
 
-A body declared as JSON is not touched. Another body is read here (the guard bounded it)
-and, when it may pass, replayed to the app; later `receive` calls go to the server, so the
-SDK's streams still see the client disconnect.
+A body is read here (the guard bounded it) and, when it may pass, replayed to the app;
+later `receive` calls go to the server, so the SDK's streams still see the client
+disconnect.
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ A2A_JSON = b"application/a2a+json"
 PLAIN_JSON = b"application/json"
 ERROR_DOMAIN = "a2a-protocol.org"
 CONTENT_TYPE_NOT_SUPPORTED = -32005
+INVALID_PARAMS = -32602
+STATE_CHANGING = ("POST", "PUT", "PATCH")
+# HTTP+JSON operations posted without changing anything (SubscribeToTask).
+READ_ONLY_SUFFIXES = (":subscribe",)
 # ErrorInfo reasons and the error names A2A 0.3 HTTP+JSON clients expect.
 LEGACY_ERROR_NAMES = {
     "TASK_NOT_FOUND": "TaskNotFoundError",
@@ -60,9 +71,10 @@ def is_json_media_type(value: bytes) -> bool:
 class Gate:
     """Checks A2A requests before the SDK's routes see them (after the guard, guard.py)."""
 
-    def __init__(self, app: ASGIApp, *, rpc_path: str) -> None:
+    def __init__(self, app: ASGIApp, *, rpc_path: str, max_parts: int | None = None) -> None:
         self.app = app
         self.rpc_path = rpc_path
+        self.max_parts = max_parts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -77,8 +89,28 @@ class Gate:
         _version_from_query(scope, headers)
 
         json_typed = content_type is not None and is_json_media_type(content_type)
-        if method in ("POST", "PUT", "PATCH") and not json_typed:
-            # Only a body that is not declared JSON is read here; the guard has bounded it.
+        if method in STATE_CHANGING and json_typed and self.max_parts is not None:
+            body = await _read_body(receive)
+            refusal = _too_many_parts(body, self.max_parts)
+            if refusal is not None:
+                if binding == "jsonrpc":
+                    await _reply(
+                        send,
+                        200,
+                        _jsonrpc_error(
+                            INVALID_PARAMS,
+                            refusal,
+                            "INVALID_PARAMS",
+                            request_id=_request_id(body),
+                        ),
+                    )
+                else:
+                    await _reply(
+                        send, 400, _rest_error(400, "INVALID_ARGUMENT", refusal, "INVALID_PARAMS")
+                    )
+                return
+            receive = _replay(body, receive)
+        elif method in STATE_CHANGING and not json_typed:
             body = await _read_body(receive)
             shown = content_type.decode("latin-1") if content_type else "none"
             if binding == "jsonrpc":
@@ -94,14 +126,14 @@ class Gate:
                     ),
                 )
                 return
-            if body.strip():
+            if binding == "rest" and not _may_post_untyped(scope, headers, content_type, body):
                 await _reply(
                     send,
                     415,
                     _rest_error(
                         415,
                         "INVALID_ARGUMENT",
-                        f"Content-Type {shown!r} is not supported: send the body as "
+                        f"Content-Type {shown!r} is not supported: send the request as "
                         "application/a2a+json or application/json",
                         "CONTENT_TYPE_NOT_SUPPORTED",
                     ),
@@ -148,6 +180,48 @@ async def _read_body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
+def _may_post_untyped(
+    scope: Scope, headers: list[tuple[bytes, bytes]], content_type: bytes | None, body: bytes
+) -> bool:
+    """Whether a state-changing HTTP+JSON request not declared JSON may still pass: only one
+    with no body and no Content-Type at all that no browser sent (no `Origin`, no cross-site
+    `Sec-Fetch-Site`). The SDK's own 0.3 client cancels and subscribes that way; a form
+    always declares its type, and a page's fetch always says where it comes from."""
+    if content_type is not None or body.strip():
+        return False
+    if scope["path"].endswith(READ_ONLY_SUFFIXES):
+        return True
+    fetch_site = _header(headers, b"sec-fetch-site")
+    from_page = _header(headers, b"origin") is not None or fetch_site not in (
+        None,
+        b"same-origin",
+        b"none",
+    )
+    return not from_page
+
+
+def _too_many_parts(body: bytes, max_parts: int) -> str | None:
+    """Why the message in `body` has too many parts, or None. Only a JSON-RPC request's or
+    an HTTP+JSON body's `message` is looked at; what is not JSON is left to the SDK."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    for request in parsed if isinstance(parsed, list) else [parsed]:
+        if not isinstance(request, dict):
+            continue
+        params = request.get("params")
+        holder = params if isinstance(params, dict) else request
+        message = holder.get("message")
+        parts = message.get("parts") if isinstance(message, dict) else None
+        if isinstance(parts, list) and len(parts) > max_parts:
+            return (
+                f"the message has {len(parts)} parts; at most {max_parts} are accepted "
+                "(A2A_MAX_PARTS)"
+            )
+    return None
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     delivered = False
 
@@ -161,14 +235,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def asked_media_type(accept: bytes | None, content_type: bytes | None) -> bytes | None:
+    """The JSON media type the client asked for: Accept first, then its own body's type."""
+    for item in (accept or b"").split(b","):
+        media = item.split(b";", 1)[0].strip().lower()
+        if media in (A2A_JSON, PLAIN_JSON):
+            return media
+    media = (content_type or b"").split(b";", 1)[0].strip().lower()
+    return media if media in (A2A_JSON, PLAIN_JSON) else None
+
+
 def _labelled(send: Send, headers: list[tuple[bytes, bytes]], content_type: bytes | None) -> Send:
-    accept = (_header(headers, b"accept") or b"").lower()
-    spoke_plain = (
-        content_type is not None
-        and content_type.split(b";", 1)[0].strip().lower() == PLAIN_JSON
-        and A2A_JSON not in accept
-    )
-    if not spoke_plain:
+    if asked_media_type(_header(headers, b"accept"), content_type) != PLAIN_JSON:
         return send
 
     async def relabel(message: Message) -> None:

@@ -10,10 +10,13 @@ A pure ASGI middleware in front of every route, checking in this order:
    with `WWW-Authenticate: Bearer`. Tokens are compared as SHA-256 digests with
    `hmac.compare_digest`, so neither a token's content nor its length leaks through time.
 3. Body: a `Content-Length` above A2A_MAX_BODY_BYTES is answered 413 before anything is
-   read; a body without a length is read up to the limit and then handed on whole.
+   read; every body is then read here, counting the bytes that actually arrive whatever
+   `Content-Length` and `Transfer-Encoding` claim, up to the limit, and handed on whole.
 
-Refusals are small JSON bodies and are counted (see `metrics.py`); the token is never
-logged.
+A websocket is refused (closed before it is accepted, which the server answers 403)
+unless a route is declared for its path: none is today, and a websocket would otherwise
+pass every check above. Refusals are small JSON bodies and are counted (see
+`metrics.py`); the token is never logged.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ PUBLIC_PATHS = frozenset(
     {"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz", "/readyz"}
 )
 REALM = "a2a-acp-bridge"
+# The close code for a refused websocket (RFC 6455: policy violation).
+WEBSOCKET_POLICY_VIOLATION = 1008
 
 
 def _digest(token: str) -> bytes:
@@ -77,7 +82,9 @@ def host_name(header: str) -> str:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class DoorRefusal:
+    """A request turned away at the door: its HTTP status, the metric's reason, the text."""
+
     status: int
     reason: str
     message: str
@@ -95,14 +102,19 @@ class Guard:
         allowed_hosts: Collection[str] | None,
         max_body_bytes: int,
         on_refusal: Callable[[str], None] = lambda _reason: None,
+        websocket_paths: Collection[str] = (),
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.allowed_hosts = allowed_hosts
         self.max_body_bytes = max_body_bytes
         self.on_refusal = on_refusal
+        self.websocket_paths = frozenset(websocket_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -110,12 +122,12 @@ class Guard:
         refusal = self._check(scope, headers)
         if refusal is None:
             length = headers.get("content-length")
-            if length is not None:
-                if not length.isdigit():
-                    refusal = Refusal(400, "bad_length", "Content-Length is not a number.")
-                elif int(length) > self.max_body_bytes:
-                    refusal = self._too_large()
-            elif headers.get("transfer-encoding"):
+            if length is not None and not length.isdigit():
+                refusal = DoorRefusal(400, "bad_length", "Content-Length is not a number.")
+            elif length is not None and int(length) > self.max_body_bytes:
+                refusal = self._too_large()
+            elif length is not None or headers.get("transfer-encoding"):
+                # Counted as it arrives: a Content-Length beside a chunked body says nothing.
                 receive, refusal = await self._read_bounded(receive)
         if refusal is not None:
             self.on_refusal(refusal.reason)
@@ -133,11 +145,34 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
-    def _check(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope)
+        refusal = self._check(scope, headers)
+        if refusal is None and scope.get("path", "") in self.websocket_paths:
+            await self.app(scope, receive, send)
+            return
+        reason = refusal.reason if refusal is not None else "websocket"
+        self.on_refusal(reason)
+        logger.info(
+            "request refused",
+            extra={
+                "status": 403,
+                "reason": reason,
+                "method": "WEBSOCKET",
+                "path": scope.get("path"),
+                "client": (scope.get("client") or ("", 0))[0],
+            },
+        )
+        message = await receive()
+        if message["type"] == "websocket.connect":
+            # Closing before accepting: the server answers the handshake 403.
+            await send({"type": "websocket.close", "code": WEBSOCKET_POLICY_VIOLATION})
+
+    def _check(self, scope: Scope, headers: dict[str, str]) -> DoorRefusal | None:
         if self.allowed_hosts is not None:
             host = host_name(headers.get("host", ""))
             if host not in self.allowed_hosts:
-                return Refusal(
+                return DoorRefusal(
                     421,
                     "host",
                     f"This server does not answer to the host name {host or '(none)'!r}; "
@@ -149,7 +184,7 @@ class Guard:
             if not self.tokens.accepts(authorization):
                 error = "invalid_token" if authorization else None
                 challenge = f'Bearer realm="{REALM}"' + (f', error="{error}"' if error else "")
-                return Refusal(
+                return DoorRefusal(
                     401,
                     "unauthorized",
                     "A bearer token is required (Authorization: Bearer <token>)."
@@ -159,14 +194,14 @@ class Guard:
                 )
         return None
 
-    def _too_large(self) -> Refusal:
-        return Refusal(
+    def _too_large(self) -> DoorRefusal:
+        return DoorRefusal(
             413,
             "body_too_large",
             f"The request body is larger than {self.max_body_bytes} bytes (A2A_MAX_BODY_BYTES).",
         )
 
-    async def _read_bounded(self, receive: Receive) -> tuple[Receive, Refusal | None]:
+    async def _read_bounded(self, receive: Receive) -> tuple[Receive, DoorRefusal | None]:
         """Read a body of unknown length up to the limit; replay it to the app."""
         chunks: list[bytes] = []
         size = 0
@@ -210,7 +245,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return found
 
 
-async def _respond(send: Send, refusal: Refusal) -> None:
+async def _respond(send: Send, refusal: DoorRefusal) -> None:
     body = json.dumps({"error": refusal.reason, "message": refusal.message}).encode()
     headers = [
         (b"content-type", b"application/json"),

@@ -34,8 +34,10 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     A2AError,
+    InvalidParamsError,
     UnsupportedOperationError,
 )
+from a2a.utils.task import apply_history_length
 
 from a2a_acp_bridge.a2a.failures import request_error
 from a2a_acp_bridge.a2a.input import parsed_prompt
@@ -57,6 +59,12 @@ class BridgeRequestHandler(DefaultRequestHandler):
 
     def check_input(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
+        limit = self.bridge.settings.max_parts
+        if len(params.message.parts) > limit:
+            raise InvalidParamsError(
+                message=f"the message has {len(params.message.parts)} parts; at most {limit} "
+                "are accepted (A2A_MAX_PARTS)"
+            )
         try:
             parts = parsed_prompt(context.state, params.message)
             caps = self.bridge.prompt_capabilities
@@ -65,14 +73,15 @@ class BridgeRequestHandler(DefaultRequestHandler):
         except Exception as exc:
             raise request_error(exc, "SendMessage") from None
 
-    async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+    async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> bool:
+        """Check the message; True when it continues an existing task."""
         self.check_input(params, context)
         message = params.message
         if not message.task_id:
-            return
+            return False
         task = await self.task_store.get(message.task_id, context)
         if not isinstance(task, Task):
-            return  # the SDK answers TaskNotFoundError
+            return False  # the SDK answers TaskNotFoundError
         if task.status.state in TERMINAL:
             # Refused here: the SDK would first make (and leak) a task runner for it.
             state = TaskState.Name(task.status.state)
@@ -88,6 +97,7 @@ class BridgeRequestHandler(DefaultRequestHandler):
             )
         if not message.context_id:
             message.context_id = task.context_id
+        return True
 
     async def _guarded(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -110,11 +120,31 @@ class BridgeRequestHandler(DefaultRequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        await self._prepare(params, context)
+        continues = await self._prepare(params, context)
+        first = True
         async for event in self._guarded_stream(
             "SendStreamingMessage", super().on_message_send_stream(params, context)
         ):
+            if first and continues and not isinstance(event, Task | Message):
+                # A stream MUST begin with the Task (spec 1.0, 3.1.2); the SDK starts a
+                # continued task's stream with its first update.
+                current = await self._current_task(params, context)
+                if current is not None:
+                    yield current
+            first = False
             yield event
+
+    async def _current_task(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | None:
+        """The task as stored now (a copy, its history trimmed as the caller asked)."""
+        stored = await self.task_store.get(params.message.task_id, context)
+        if not isinstance(stored, Task):
+            return None
+        task = Task()
+        task.CopyFrom(stored)
+        trimmed: Task = apply_history_length(task, params.configuration)
+        return trimmed
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext

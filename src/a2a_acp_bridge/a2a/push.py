@@ -1,12 +1,16 @@
 """Push notifications: delivery of task events to the caller's webhook, and the URL policy.
 
 `PushDelivery` is the SDK's `PushNotificationSender`. The SDK calls it inline for every
-task event, so it only serializes the event (a StreamResponse, the webhook payload) and
-queues it; one worker per (task, config) posts the queue in order, so a slow webhook
-never holds up the task. Delivery is at least once: a connection error, a timeout, 408,
-429 or a 5xx is retried with backoff; any other answer ends the attempts for that event.
-Each request carries `Authorization: <scheme> <credentials>` when the config has
-`authentication`, and `X-A2A-Notification-Token` when it has a `token`.
+task event, so it only serializes the payload and queues it. The payload follows the
+protocol version the webhook was registered with (`PushConfigs` remembers it): a 1.0
+registration gets the event as a StreamResponse, a 0.3 one (`tasks/pushNotificationConfig/
+set`, `/rest/v1/...`, or inline in `message/send`) the task as it is after the event, in
+the 0.3 shape, which is what 0.3 receivers parse. One worker per (task, config) posts
+the queue in order, so a slow webhook never holds up the task. Delivery is at least
+once: a connection error, a timeout, 408, 429 or a 5xx is retried with backoff; any
+other answer ends the attempts for that event. Each request carries `Authorization:
+<scheme> <credentials>` when the config has `authentication`, and
+`X-A2A-Notification-Token` when it has a `token`.
 
 `PushUrlPolicy` is the guard against server-side request forgery. When a config is
 created the URL must be http(s) without credentials in it, and a literal address or
@@ -25,16 +29,22 @@ import json
 import logging
 import socket
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import anyio
 import httpx
-from a2a.server.tasks import PushNotificationConfigStore, PushNotificationSender
+from a2a.compat.v0_3.conversions import to_compat_task
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import (
+    InMemoryPushNotificationConfigStore,
+    PushNotificationConfigStore,
+    PushNotificationSender,
+)
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent
-from a2a.types.a2a_pb2 import TaskPushNotificationConfig
+from a2a.types.a2a_pb2 import Task, TaskPushNotificationConfig
 from a2a.utils.proto_utils import to_stream_response
 from anyio.abc import TaskGroup
 from google.protobuf.json_format import MessageToDict
@@ -52,6 +62,39 @@ MAX_RETRY_S = 8.0
 DRAIN_S = 5.0
 RETRY_STATUSES = frozenset({408, 425, 429})
 MEDIA_TYPE = "application/a2a+json"
+# The media type of a 0.3 payload (0.3 had no A2A media type of its own).
+MEDIA_TYPE_V03 = "application/json"
+# Where the call context records the A2A version of the request (a2a/app.py).
+VERSION_STATE = "a2a_version"
+V03 = "0.3"
+
+
+class PushConfigs(InMemoryPushNotificationConfigStore):
+    """The SDK's in-memory config store, remembering the protocol version of each
+    registration (from the request that made it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._v03: set[tuple[str, str]] = set()
+
+    async def set_info(
+        self,
+        task_id: str,
+        notification_config: TaskPushNotificationConfig,
+        context: ServerCallContext,
+    ) -> TaskPushNotificationConfig:
+        stored: TaskPushNotificationConfig = await super().set_info(
+            task_id, notification_config, context
+        )
+        key = (task_id, stored.id)
+        if context.state.get(VERSION_STATE) == V03:
+            self._v03.add(key)
+        else:
+            self._v03.discard(key)
+        return stored
+
+    def registered_v03(self, task_id: str, config: TaskPushNotificationConfig) -> bool:
+        return (task_id, config.id) in self._v03
 
 
 class PushRefused(Exception):
@@ -161,10 +204,13 @@ class PushDelivery(PushNotificationSender):
         config_store: PushNotificationConfigStore,
         policy: PushUrlPolicy,
         *,
+        task_of: Callable[[str], Task | None] = lambda _task_id: None,
         attempts: int = DELIVERY_ATTEMPTS,
         first_retry_s: float = FIRST_RETRY_S,
     ) -> None:
         self.config_store = config_store
+        # The task as stored now (for 0.3 payloads, which are the whole task).
+        self.task_of = task_of
         self.policy = policy
         self.attempts = attempts
         self.first_retry_s = first_retry_s
@@ -174,8 +220,6 @@ class PushDelivery(PushNotificationSender):
         self._running = 0
         self._quiet = anyio.Event()
         self._quiet.set()
-        self.delivered = 0
-        self.failed = 0
 
     async def __aenter__(self) -> PushDelivery:
         # Direct connections only (no proxy from the environment): the address checked is
@@ -210,8 +254,14 @@ class PushDelivery(PushNotificationSender):
         if not configs or self._group is None:
             return
         # Serialized now: the SDK goes on changing the task object after this call.
-        body = json.dumps(MessageToDict(to_stream_response(event)), separators=(",", ":")).encode()
+        bodies: dict[bool, bytes | None] = {}
         for config in configs:
+            v03 = self._v03(task_id, config)
+            if v03 not in bodies:
+                bodies[v03] = self._payload(task_id, event, v03=v03)
+            body = bodies[v03]
+            if body is None:
+                continue
             key = (task_id, config.id or config.url)
             box = self._outboxes.get(key)
             if box is None:
@@ -225,14 +275,27 @@ class PushDelivery(PushNotificationSender):
                 self._running += 1
                 self._group.start_soon(self._drain, key, box)
 
+    def _v03(self, task_id: str, config: TaskPushNotificationConfig) -> bool:
+        # PushConfigs, or the durable store: each remembers which version registered it.
+        registered = getattr(self.config_store, "registered_v03", None)
+        return registered is not None and bool(registered(task_id, config))
+
+    def _payload(self, task_id: str, event: PushNotificationEvent, *, v03: bool) -> bytes | None:
+        if not v03:
+            return json.dumps(
+                MessageToDict(to_stream_response(event)), separators=(",", ":")
+            ).encode()
+        task = event if isinstance(event, Task) else self.task_of(task_id)
+        if task is None:
+            return None
+        compat = to_compat_task(task).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return json.dumps(compat, separators=(",", ":")).encode()
+
     async def _drain(self, key: tuple[str, str], box: _Outbox) -> None:
         try:
             while box.items:
                 body = box.items[0]
-                if await self._deliver(key[0], box.config, body):
-                    self.delivered += 1
-                else:
-                    self.failed += 1
+                await self._deliver(key[0], box.config, body)  # logs what did not go out
                 box.items.popleft()
         finally:
             box.running = False
@@ -245,8 +308,9 @@ class PushDelivery(PushNotificationSender):
     async def _deliver(self, task_id: str, config: TaskPushNotificationConfig, body: bytes) -> bool:
         """Post one event, retrying what may pass later; True once the webhook took it."""
         pause = self.first_retry_s
+        media_type = MEDIA_TYPE_V03 if self._v03(task_id, config) else MEDIA_TYPE
         for attempt in range(1, self.attempts + 1):
-            outcome = await self._post(config, body)
+            outcome = await self._post(config, body, media_type)
             if outcome is None:
                 return True
             retry, why = outcome
@@ -267,7 +331,7 @@ class PushDelivery(PushNotificationSender):
         return False
 
     async def _post(
-        self, config: TaskPushNotificationConfig, body: bytes
+        self, config: TaskPushNotificationConfig, body: bytes, media_type: str = MEDIA_TYPE
     ) -> tuple[bool, str] | None:
         """None when delivered, else (worth retrying, why not)."""
         client = self._client
@@ -277,7 +341,7 @@ class PushDelivery(PushNotificationSender):
             addresses = await self.policy.addresses(parts)
         except PushRefused as refused:
             return False, str(refused)
-        headers = {"Content-Type": MEDIA_TYPE, "Host": _host_header(parts)}
+        headers = {"Content-Type": media_type, "Host": _host_header(parts)}
         if config.token:
             headers["X-A2A-Notification-Token"] = config.token
         if config.HasField("authentication") and config.authentication.scheme:

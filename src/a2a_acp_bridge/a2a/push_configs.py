@@ -24,6 +24,7 @@ from cryptography.fernet import InvalidToken, MultiFernet
 from google.protobuf.message import DecodeError
 from sqlalchemy import select
 
+from a2a_acp_bridge.a2a.push import V03, VERSION_STATE
 from a2a_acp_bridge.errors import StateWriteError
 from a2a_acp_bridge.schema import push_configs
 from a2a_acp_bridge.state import StateDatabase
@@ -39,6 +40,9 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         self._configs: dict[str, dict[str, tuple[str, TaskPushNotificationConfig]]] = {}
         self._database: StateDatabase | None = None
         self._cipher: MultiFernet | None = None
+        # Registrations made over A2A 0.3 (their webhooks get 0.3 payloads); kept in memory:
+        # after a restart a config is served as registered over 1.0.
+        self._v03: set[tuple[str, str]] = set()
 
     async def restore(self, database: StateDatabase, cipher: MultiFernet) -> int:
         """Load the stored configs; one that cannot be decrypted (another key) is left out."""
@@ -73,6 +77,10 @@ class DurablePushConfigStore(PushNotificationConfigStore):
             row = {"task_id": task_id, "config_id": stored.id, "owner": owner, "body": body}
             await self._write(("push", task_id, stored.id), Upsert(push_configs, lambda: row))
         self._configs.setdefault(task_id, {})[stored.id] = (owner, stored)
+        if context.state.get(VERSION_STATE) == V03:
+            self._v03.add((task_id, stored.id))
+        else:
+            self._v03.discard((task_id, stored.id))
         result = TaskPushNotificationConfig()
         result.CopyFrom(stored)
         return result
@@ -105,6 +113,9 @@ class DurablePushConfigStore(PushNotificationConfigStore):
             del known[cid]
         if not known:
             self._configs.pop(task_id, None)
+
+    def registered_v03(self, task_id: str, config: TaskPushNotificationConfig) -> bool:
+        return (task_id, config.id) in self._v03
 
     def forget_task(self, task_id: str) -> None:
         """The task was deleted: its configs go too (also any left unreadable)."""

@@ -32,7 +32,7 @@ def fold_last_text_part(artifact: Artifact) -> None:
     if len(parts) < 2:
         return
     last, previous = parts[-1], parts[-2]
-    if not (_plain_text(last) and _plain_text(previous)):
+    if not (is_plain_text(last) and is_plain_text(previous)):
         return
     if len(previous.text) >= MERGE_LIMIT:
         return
@@ -40,7 +40,8 @@ def fold_last_text_part(artifact: Artifact) -> None:
     del parts[-1]
 
 
-def _plain_text(part: Part) -> bool:
+def is_plain_text(part: Part) -> bool:
+    """Text with nothing else on it (no media type, file name or metadata): foldable."""
     return (
         part.WhichOneof("content") == "text"
         and not part.media_type
@@ -74,6 +75,14 @@ class TaskStore(InMemoryTaskStore):
     async def _evict(self, task_id: str, context: ServerCallContext) -> None:
         """A finished task beyond the retention goes (a2a/durable_store.py deletes its row)."""
         await super().delete(task_id, context)
+
+    def peek(self, task_id: str) -> Task | None:
+        """The stored task whoever owns it (for push delivery, which has no caller)."""
+        for tasks in self._impl.tasks.values():
+            task = tasks.get(task_id)
+            if task is not None:
+                return task
+        return None
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         self._finished.pop(task_id, None)

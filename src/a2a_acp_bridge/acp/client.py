@@ -66,7 +66,7 @@ from acp.schema import (
 )
 from pydantic import ValidationError
 
-from a2a_acp_bridge.adapters import refusal_effect
+from a2a_acp_bridge.adapters import is_unsupervised_mode, refusal_effect
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.events import (
     FileChunk,
@@ -80,6 +80,7 @@ from a2a_acp_bridge.events import (
     ToolCallSeen,
     TurnEvent,
 )
+from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.permissions import (
     REJECT_KINDS,
     Answer,
@@ -157,17 +158,24 @@ class SessionState:
     mode_listeners: list[Callable[[str], None]] = field(default_factory=list)
 
     def remember(self, seen: ToolCallSeen) -> ToolCallSeen:
-        """Merge a tool call into what is known of it (a repeated tool_call updates it)."""
+        """Merge a tool call into what is known of it (a repeated tool_call updates it).
+
+        Paths only accumulate: a later update or request with an empty list never erases a
+        location or a diff an earlier tool_call with the same id announced (the permission
+        is decided on all of them)."""
         known = self.tool_calls.get(seen.tool_call_id)
         if known is not None:
+            locations = known.locations
+            if seen.locations is not None:
+                locations = tuple(dict.fromkeys((*(known.locations or ()), *seen.locations)))
             seen = ToolCallSeen(
                 tool_call_id=seen.tool_call_id,
                 started=seen.started,
                 title=seen.title if seen.title is not None else known.title,
                 kind=seen.kind if seen.kind is not None else known.kind,
                 status=seen.status if seen.status is not None else known.status,
-                locations=seen.locations if seen.locations is not None else known.locations,
-                diffs=seen.diffs or known.diffs,
+                locations=locations,
+                diffs=(*known.diffs, *(d for d in seen.diffs if d not in known.diffs)),
                 raw_input=seen.raw_input if seen.raw_input is not None else known.raw_input,
             )
         elif len(self.tool_calls) >= TOOL_CALL_MEMORY:
@@ -268,9 +276,9 @@ class BridgeClient:
         elif kind is CurrentModeUpdate:
             state.set_mode(update.current_mode_id)
         elif kind is ConfigOptionUpdate:
-            mode = mode_from_config_options(update.config_options)
+            mode = mode_from_config_options(update.config_options, state.mode_config_id)
             if mode is not None:
-                state.mode_config_id = mode[0]
+                state.mode_config_id = state.mode_config_id or mode[0]
                 state.set_mode(mode[1])
             else:
                 sink.touch()
@@ -299,19 +307,12 @@ class BridgeClient:
         request = self._request_from(state, tool_call, offered)
         turn = state.turn
         if turn is None:
-            # Nothing the agent does now belongs to any task, nor may it be allowed.
-            logger.warning(
-                "permission request while no turn runs answered cancelled",
-                extra={
-                    "session_id": session_id,
-                    "agent": self.label,
-                    "task_id": None,
-                    "context_id": None,
-                    "tool_call_id": request.tool_call_id,
-                },
+            # Between turns nobody asked for this action: it is no task's to allow.
+            reply = Answer(None, note="no turn is running")
+            decision = Decision(
+                False, Rule.NO_TURN, "no turn of this session was running, so no task asked for it"
             )
-            return _cancelled()
-        if turn.interrupted:
+        elif turn.interrupted:
             reply = Answer(None, note="the turn is being cancelled")
             decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
         else:
@@ -326,38 +327,41 @@ class BridgeClient:
     def _record(
         self,
         state: SessionState,
-        turn: Turn,
+        turn: Turn | None,
         session_id: str,
         request: PermissionRequest,
         decision: Decision,
         reply: Answer,
     ) -> None:
-        """Log a decision, count it, and tell the task (a refusal is always reported)."""
+        """Log a decision, count it, and tell the task (a refusal is always reported).
+        Outside a turn it is nobody's: logged without any task's ids, told to no task."""
         offered = request.options
         allowed = decision.allow and reply.allows
         refusal = None if allowed else refusal_record(request, decision, reply)
         verdict = "allow" if allowed else "deny"
         if self._on_decision is not None:
             self._on_decision(verdict, decision.rule.value)
-        logger.info(
-            "permission decided",
-            extra={
-                "session_id": session_id,
-                "context_id": turn.context_id,
-                "task_id": turn.task_id,
-                "tool_call_id": request.tool_call_id,
-                "title": request.label,
-                "kind": request.kind,
-                "locations": list(request.locations),
-                "verdict": verdict,
-                "rule": decision.rule.value,
-                "reason": decision.reason,
-                "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],
-                "chosen": reply.option_id,
-                "turn_effect": reply.turn_effect.value,
-            },
-        )
-        if not turn.interrupted:
+        # The connection's tasks inherit the ids bound when the adapter started: unbind them.
+        with log_ids(task_id=None, context_id=None):
+            logger.info(
+                "permission decided",
+                extra={
+                    "session_id": session_id,
+                    "context_id": turn.context_id if turn is not None else None,
+                    "task_id": turn.task_id if turn is not None else None,
+                    "tool_call_id": request.tool_call_id,
+                    "title": request.label,
+                    "kind": request.kind,
+                    "locations": list(request.locations),
+                    "verdict": verdict,
+                    "rule": decision.rule.value,
+                    "reason": decision.reason,
+                    "offered": [{"optionId": o.option_id, "kind": o.kind} for o in offered],
+                    "chosen": reply.option_id,
+                    "turn_effect": reply.turn_effect.value,
+                },
+            )
+        if turn is not None and not turn.interrupted:
             state.sink.put(
                 PermissionSeen(
                     tool_call_id=request.tool_call_id,
@@ -390,13 +394,13 @@ class BridgeClient:
             f"the agent's permission request could not be read ({problem}), so it was "
             "answered cancelled",
         )
-        turn = state.turn if state is not None else None
-        if state is None or turn is None:
+        if state is None:
             logger.warning(
                 "malformed permission request answered cancelled",
-                extra={"agent": self.label, "problem": problem, "task_id": None},
+                extra={"agent": self.label, "problem": problem},
             )
             return
+        turn = state.turn
         state.sink.touch()
         effect = refusal_effect(state.supervision.profile, None, leaving_plan=False)
         reply = Answer(None, turn_effect=effect, note=problem)
@@ -437,9 +441,10 @@ class BridgeClient:
         paths: list[str] = list(seen.locations or ())
         # Every path a diff touches counts too: for a move, codex lists the source in
         # `locations` and carries the destination only in the diff.
-        for diff in seen.diffs:
-            if diff.path not in paths:
-                paths.append(diff.path)
+        diff_paths = tuple(dict.fromkeys(diff.path for diff in seen.diffs))
+        for path in diff_paths:
+            if path not in paths:
+                paths.append(path)
         return PermissionRequest(
             tool_call_id=seen.tool_call_id,
             title=seen.title,
@@ -447,6 +452,7 @@ class BridgeClient:
             locations=tuple(paths),
             raw_input=seen.raw_input,
             options=tuple(offered),
+            diffs=diff_paths,
         )
 
     # --- elicitation/create ---------------------------------------------------------------
@@ -606,15 +612,33 @@ def _tool_call_seen(
     )
 
 
-def mode_from_config_options(options: Any) -> tuple[str, str] | None:
-    """(config id, current value) of the option of category `mode`, if there is one."""
-    for option in options or ():
-        if (
+def mode_option(options: Any, config_id: str | None = None) -> Any:
+    """The session's mode among config options: the select option whose id is `config_id`
+    (the one the bridge set) when there is one, else one of category `mode`. When several
+    claim to be the mode, the one that selects a mode acting without asking is returned:
+    an update is judged by the mode it selects, not by whichever entry comes first."""
+    candidates = [
+        option
+        for option in options or ()
+        if getattr(option, "type", None) == "select"
+        and (
             getattr(option, "category", None) == "mode"
-            and getattr(option, "type", None) == "select"
-        ):
-            return str(option.id), str(option.current_value)
-    return None
+            or (config_id is not None and str(getattr(option, "id", "")) == config_id)
+        )
+    ]
+    for option in candidates:
+        if config_id is not None and str(option.id) == config_id:
+            return option
+    for option in candidates:
+        if is_unsupervised_mode(str(option.current_value)):
+            return option
+    return candidates[0] if candidates else None
+
+
+def mode_from_config_options(options: Any, config_id: str | None = None) -> tuple[str, str] | None:
+    """(config id, current value) of the session's mode option (see `mode_option`)."""
+    option = mode_option(options, config_id)
+    return None if option is None else (str(option.id), str(option.current_value))
 
 
 def mode_values(option: Any) -> list[str]:

@@ -15,7 +15,10 @@ leaks grandchildren, never reads stderr and trims the environment. Here:
   pipe never reaches EOF when the adapter itself dies;
 - `stop` closes stdin, waits, then signals the group and every process of the adapter's
   session (TERM, then KILL), and also every descendant that left both (a `setsid`
-  daemon), including ones whose parent died first: the watchdog remembers them.
+  daemon), including ones whose parent died first: the watchdog remembers them;
+- with isolation on, the child confines itself (Landlock, `isolation.Confined`) between
+  fork and exec, so the adapter's first instruction already runs confined; a child that
+  cannot confine itself never execs the adapter.
 """
 
 from __future__ import annotations
@@ -26,15 +29,21 @@ import contextvars
 import logging
 import os
 import signal
+import subprocess
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from a2a_acp_bridge.errors import AdapterStartError
+from a2a_acp_bridge.landlock import LandlockError
+
+if TYPE_CHECKING:
+    from a2a_acp_bridge.isolation import Confined
 
 logger = logging.getLogger(__name__)
 
@@ -428,21 +437,35 @@ async def spawn(
     cwd: Path,
     env: Mapping[str, str],
     label: str,
+    confined: Confined | None = None,
 ) -> AdapterProcess:
     """Start the adapter in its own session and process group, with pipes on all three
-    streams. Shielded: a cancel during the spawn must not leave a process nobody owns."""
+    streams, confined when `confined` says how. Shielded: a cancel during the spawn must
+    not leave a process nobody owns."""
     with anyio.CancelScope(shield=True):
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=str(cwd),
-                env=dict(env),
-                start_new_session=True,
-                limit=STDOUT_LINE_LIMIT,
-            )
+            with (
+                confined.preexec() if confined is not None else contextlib.nullcontext()
+            ) as preexec:
+                proc = await asyncio.create_subprocess_exec(
+                    *command,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    cwd=str(cwd),
+                    env=dict(env),
+                    start_new_session=True,
+                    limit=STDOUT_LINE_LIMIT,
+                    preexec_fn=preexec,
+                )
+        except LandlockError as exc:
+            raise AdapterStartError(f"cannot confine {label}: {exc}") from None
+        except subprocess.SubprocessError:
+            # Raised for an exception in preexec_fn: the kernel refused the confinement.
+            raise AdapterStartError(
+                f"cannot start {label}: the kernel refused to confine it (Landlock); "
+                "the adapter was not run"
+            ) from None
         except FileNotFoundError:
             raise AdapterStartError(f"cannot start {label}: {command[0]!r} was not found") from None
         except PermissionError:
@@ -453,7 +476,15 @@ async def spawn(
             raise AdapterStartError(f"cannot start {label}: {exc.strerror}") from None
         process = AdapterProcess(proc, label)
         process._start_watchers()
-    logger.info("adapter spawned", extra={"pid": proc.pid, "agent": label, "cwd": str(cwd)})
+    logger.info(
+        "adapter spawned",
+        extra={
+            "pid": proc.pid,
+            "agent": label,
+            "cwd": str(cwd),
+            "isolation": confined.label if confined is not None else "off",
+        },
+    )
     return process
 
 

@@ -3,7 +3,8 @@
 `AgentSession.start` spawns the adapter, runs `initialize` (protocol version 1, no fs or
 terminal capability; form elicitation, which needs the SDK's unstable switch), opens the
 session (`session/load` of the previous one when the agent can, else `session/new`, with
-an absolute cwd and no MCP servers) and puts it in its supervised mode, failing closed.
+an absolute cwd and no MCP servers; refused for want of authentication, `acp/auth.py`
+logs the adapter in once and asks again) and puts it in its supervised mode, failing closed.
 `run_turn` prompts for one `Turn` and streams its events to a callback, keeping the
 turn's deadlines (deadlines.py: silence, hard cap, cancel grace, question wait, coalescing
 tick); a session that leaves supervision during the turn has the turn cancelled and its
@@ -31,16 +32,18 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from a2a_acp_bridge import __version__
+from a2a_acp_bridge.acp.auth import AUTH_REQUIRED, Authenticator, StepCallback, describe_offer
 from a2a_acp_bridge.acp.client import (
     BridgeClient,
     EventSink,
     SessionState,
     mode_from_config_options,
+    mode_option,
     mode_values,
 )
 from a2a_acp_bridge.acp.process import AdapterProcess, spawn
 from a2a_acp_bridge.acp.prompt import to_content_blocks
-from a2a_acp_bridge.acp.transport import StdioTransport
+from a2a_acp_bridge.acp.transport import DEFAULT_MAX_LINE_BYTES, StdioTransport
 from a2a_acp_bridge.adapters import READ_ONLY_MODES, is_unsupervised_mode, profile_for
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary
@@ -54,6 +57,7 @@ from a2a_acp_bridge.errors import (
     SupervisionLostError,
 )
 from a2a_acp_bridge.events import Notice, QuestionReply, TurnEnd, TurnEvent
+from a2a_acp_bridge.isolation import Confined
 from a2a_acp_bridge.permissions import Answerer, Decider, Supervision, answer, decide
 from a2a_acp_bridge.prompt import PromptPart
 from a2a_acp_bridge.turn import Turn, TurnCancelled
@@ -71,8 +75,6 @@ CLOSE_CALL_S = 2.0
 EXIT_REPORT_S = 1.0
 # JSON-RPC errors that mean "this method or these params are unknown here".
 UNKNOWN_CALL_CODES = (-32601, -32602)
-# The ACP error for "authentication required".
-AUTH_REQUIRED = -32000
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,14 @@ class SessionSpec:
     answerer: Answerer = answer
     # Told of every permission decision: (verdict "allow" | "deny", rule). For metrics.
     on_decision: Callable[[str, str], None] | None = None
+    auth_method: str | None = None  # the operator's choice (ACP_AUTH_METHOD)
+    on_step: StepCallback | None = None  # told of each start step that succeeded (doctor)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # ACP_MAX_LINE_BYTES
+    # How the kernel confines the adapter (isolation.py); None: unconfined.
+    confined: Confined | None = None
+    # The operator's environment, for where a login is stored (`env` has the conversation's
+    # own HOME, into which those files are copied).
+    login_env: Mapping[str, str] | None = None
 
 
 class AgentSession:
@@ -113,6 +123,7 @@ class AgentSession:
             label=spec.label,
             on_broken=self._on_broken,
             on_bad_permission=self.client.malformed_permission,
+            max_line_bytes=spec.max_line_bytes,
         )
         # BridgeClient has every method of acp.Client without subclassing it (the SDK's
         # stubs would answer null to what the bridge does not serve). elicitation/create
@@ -122,12 +133,24 @@ class AgentSession:
             self.transport,
             use_unstable_protocol=True,
         )
+        self.auth = Authenticator(
+            self.conn,
+            label=spec.label,
+            command=spec.command,
+            env=spec.env,
+            requested=spec.auth_method,
+            on_step=spec.on_step,
+            login_env=spec.login_env,
+        )
         self.agent_info = AgentInfo()
         self.session_id = ""
         self.state: SessionState | None = None
         self.load_session = False
         self.can_close = False
         self.prompt_capabilities = PromptCapabilities()
+        # The agent said at initialize that it may answer a prompt with a direct message
+        # (`_meta.a2a.directReplies`): only then does a blocking send wait to see.
+        self.direct_replies = False
         self.memory_lost = False
         self.dead = False
         # The mode the session must keep, and the modes it may be in meanwhile.
@@ -144,8 +167,15 @@ class AgentSession:
     @classmethod
     async def start(cls, spec: SessionSpec) -> AgentSession:
         """Spawn, initialize, open the session and supervise it; stop everything on failure."""
-        process = await spawn(spec.command, cwd=spec.boundary.root, env=spec.env, label=spec.label)
+        process = await spawn(
+            spec.command,
+            cwd=spec.boundary.root,
+            env=spec.env,
+            label=spec.label,
+            confined=spec.confined,
+        )
         session = cls(process, spec)
+        session._step("spawn", f"pid {process.pid}; its environment: {', '.join(sorted(spec.env))}")
         try:
             with anyio.fail_after(spec.start_timeout_s):
                 await session._handshake()
@@ -165,8 +195,7 @@ class AgentSession:
         except RequestError as exc:
             await session.close()
             if exc.code == AUTH_REQUIRED:
-                # codex-acp and gemini-cli refuse session/new without credentials.
-                raise _auth_error(session.name) from None
+                raise session.auth.not_authenticated() from None
             raise AdapterStartError(f"{session.name} failed to start: {_describe(exc)}") from None
         except ValidationError as exc:
             await session.close()
@@ -185,6 +214,10 @@ class AgentSession:
     def log_name(self) -> str:
         """The agent as the logs name it: what it reported (`@agentclientprotocol/codex-acp`)."""
         return self.agent_info.name or self.spec.label
+
+    def _step(self, step: str, detail: str) -> None:
+        if self.spec.on_step is not None:
+            self.spec.on_step(step, detail)
 
     async def _handshake(self) -> None:
         init = await self.conn.initialize(
@@ -205,6 +238,8 @@ class AgentSession:
             self.agent_info = AgentInfo(
                 *(_text(raw.get(key)) for key in ("name", "title", "version"))
             )
+        a2a_meta = (init.field_meta or {}).get("a2a")
+        self.direct_replies = isinstance(a2a_meta, dict) and a2a_meta.get("directReplies") is True
         if init.protocol_version != PROTOCOL_VERSION:
             raise AdapterStartError(
                 f"{self.name} speaks ACP protocol version {init.protocol_version}; "
@@ -223,6 +258,11 @@ class AgentSession:
                     embedded_context=bool(prompt_caps.embedded_context),
                 )
         profile = profile_for(self.agent_info.name)
+        version = f" {self.agent_info.version}" if self.agent_info.version else ""
+        self._step("initialize", f"{self.log_name}{version}; {describe_offer(init.auth_methods)}")
+        await self.auth.start(
+            self.name, profile.credentials if profile else None, init.auth_methods
+        )
         target = self.spec.supervised_mode or (profile.supervised_mode if profile else None)
         state = SessionState(
             boundary=self.spec.boundary,
@@ -236,8 +276,9 @@ class AgentSession:
                 # Register first: the agent replays the conversation as session/update.
                 self.client.sessions[self.spec.load_session_id] = state
                 try:
-                    response = await self.conn.load_session(
-                        cwd=cwd, session_id=self.spec.load_session_id, mcp_servers=[]
+                    load_id = self.spec.load_session_id
+                    response = await self.auth.retry(
+                        lambda: self.conn.load_session(cwd=cwd, session_id=load_id, mcp_servers=[])
                     )
                     self.session_id = self.spec.load_session_id
                 except RequestError as exc:
@@ -250,12 +291,14 @@ class AgentSession:
             else:
                 self.memory_lost = True
         if not self.session_id:
-            response = await self.conn.new_session(cwd=cwd, mcp_servers=[])
+            response = await self.auth.retry(lambda: self.conn.new_session(cwd=cwd, mcp_servers=[]))
             self.session_id = response.session_id
             self.client.sessions[self.session_id] = state
         state.sink.discard()  # a replayed conversation is not part of any task
         self.process.log_fields["session_id"] = self.session_id
+        self._step("session", f"opened session {self.session_id}")
         await self._supervise(response, target)
+        self._step("mode", f"{state.current_mode} ({'supervised' if target else 'its own'})")
         if target is not None:
             allowed = {target, *READ_ONLY_MODES}
             if profile is not None:
@@ -281,7 +324,7 @@ class AgentSession:
         """Put the session in `target` mode and read it back; fail closed."""
         state = self.state
         assert state is not None
-        config = _mode_option(getattr(response, "config_options", None))
+        config = mode_option(getattr(response, "config_options", None))
         modes = getattr(response, "modes", None)
         current = None
         offered: list[str] = []
@@ -345,7 +388,9 @@ class AgentSession:
                         answer = await self.conn.set_config_option(
                             config_id=state.mode_config_id, session_id=self.session_id, value=target
                         )
-                    found = mode_from_config_options(getattr(answer, "config_options", None))
+                    found = mode_from_config_options(
+                        getattr(answer, "config_options", None), state.mode_config_id
+                    )
                     if found is not None:
                         return found[1]
                     # An answer without the option: wait for the update instead.
@@ -603,7 +648,7 @@ class AgentSession:
         if isinstance(error, (ConnectionError, OSError)):
             raise await self._exited_error() from None
         if isinstance(error, RequestError):
-            raise _prompt_error(self.name, error) from None
+            raise _prompt_error(self.name, error, self.auth) from None
         if isinstance(error, ValidationError):
             raise AdapterError(
                 f"{self.name} answered the prompt with a response the bridge cannot read"
@@ -706,6 +751,11 @@ class AgentSession:
             hook()
 
     async def _exit_message(self) -> str:
+        if self.transport.overflow is not None:
+            return (
+                f"{self.transport.overflow} ({self.name}, pid {self.process.pid}; "
+                "ACP_MAX_LINE_BYTES): the bridge stopped it"
+            )
         await self.process.settle(EXIT_REPORT_S)
         if self.process.exit_status is None and self.transport.broken is not None:
             tail = self.process.stderr_tail.text()
@@ -778,16 +828,6 @@ def notice_for_lost_memory(name: str) -> Notice:
     )
 
 
-def _mode_option(options: Any) -> Any:
-    for option in options or ():
-        if (
-            getattr(option, "category", None) == "mode"
-            and getattr(option, "type", None) == "select"
-        ):
-            return option
-    return None
-
-
 def _usage(usage: Any) -> dict[str, int]:
     if usage is None:
         return {}
@@ -828,16 +868,9 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _auth_error(name: str) -> AdapterError:
-    return AdapterStartError(
-        f"{name} is not authenticated: give it its credentials (an API key in the bridge's "
-        "environment, or a login with its own CLI; the README's Agents section lists what each "
-        "preset needs) and try again"
-    )
-
-
-def _prompt_error(name: str, exc: RequestError) -> AdapterError:
+def _prompt_error(name: str, exc: RequestError, auth: Authenticator) -> AdapterError:
     if exc.code == AUTH_REQUIRED:
-        return _auth_error(name)
+        # claude-agent-acp opens the session without credentials and refuses the prompt.
+        return auth.not_authenticated()
     text = " ".join(str(exc).split())[:300]
     return AdapterError(f"{name} answered the prompt with error {exc.code}: {text}")

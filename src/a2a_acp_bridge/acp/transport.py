@@ -22,6 +22,11 @@ It also closes two traps of the SDK's transport:
   fails every pending request although the agent is alive; here any line that is not a
   JSON object is logged and skipped, and the turn goes on.
 
+One line is at most `max_line_bytes` (ACP_MAX_LINE_BYTES): the SDK's reader would keep a
+line of any length, and a 400 MB one took the bridge to 853 MB. A longer line is not
+kept: the wire is marked broken ("the agent sent a line over N bytes"), reading stops,
+and the session stops the adapter.
+
 Frames are logged at DEBUG, both ways.
 """
 
@@ -47,6 +52,9 @@ SKIPPED_LINES_LOGGED = 5
 # Characters of a skipped line, or of a frame, quoted in the log.
 QUOTED_CHARS = 200
 FRAME_CHARS = 2000
+# The longest line the bridge takes from an adapter: far above any real message (a big
+# file's diff, an image), far below what would exhaust a small machine.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 class StdioTransport:
@@ -61,6 +69,7 @@ class StdioTransport:
         label: str = "agent",
         on_broken: Callable[[str], None] = lambda _why: None,
         on_bad_permission: BadPermissionHandler = lambda _params, _problem: None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -70,6 +79,9 @@ class StdioTransport:
         self._on_bad_permission = on_bad_permission
         self._write_lock = asyncio.Lock()
         self.broken: str | None = None
+        self.max_line_bytes = max_line_bytes
+        # Set when the agent sent a line over the cap (the reason the wire is broken).
+        self.overflow: str | None = None
         self.skipped_lines = 0
         # The agentInfo of the initialize answer as sent: the SDK drops one that misses a
         # field (a version, say), and the supervised mode is keyed by its name.
@@ -170,20 +182,37 @@ class StdioTransport:
         )
 
     async def _read_line(self) -> bytes:
+        """The next line, or b"" at the end (or when the line is over the cap)."""
         pieces: list[bytes] = []
+        size = 0
         try:
             while True:
                 try:
-                    pieces.append(await self._reader.readuntil(b"\n"))
-                    return b"".join(pieces)
+                    piece = await self._reader.readuntil(b"\n")
+                    last = True
                 except asyncio.LimitOverrunError as exc:
                     # A line longer than the reader's buffer: take what is there, go on.
-                    pieces.append(await self._reader.readexactly(exc.consumed))
+                    piece = await self._reader.readexactly(exc.consumed)
+                    last = False
+                size += len(piece)
+                if size > self.max_line_bytes:
+                    return self._too_long()
+                pieces.append(piece)
+                if last:
+                    return b"".join(pieces)
         except asyncio.IncompleteReadError as exc:
+            if size + len(exc.partial) > self.max_line_bytes:
+                return self._too_long()
             pieces.append(exc.partial)
             return b"".join(pieces)
         except (ConnectionError, OSError):
             return b""
+
+    def _too_long(self) -> bytes:
+        """Give up on the wire: what was read of the line is dropped, nothing more is read."""
+        self.overflow = f"the agent sent a line over {self.max_line_bytes} bytes"
+        self._break(self.overflow)
+        return b""
 
 
 def _object(line: bytes) -> dict[str, Any] | None:
