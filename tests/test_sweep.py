@@ -123,14 +123,19 @@ async def test_a_conversation_unused_for_the_sandbox_ttl_loses_its_sandbox_and_r
         assert root is not None
         assert busy_root is not None
         assert (root / "kept.txt").exists()
+        home = bridge.bridge.homes.parent / root.name
+        busy_home = bridge.bridge.homes.parent / busy_root.name
+        assert home.is_dir()  # its adapter's own HOME (homes.py)
         await let_idle_adapters_go(bridge)
         assert await sweep(bridge, 0.5) == SweepReport()  # not unused long enough
         report = await sweep(bridge, 24 * 8)
         assert report.conversations == (idle["contextId"],)
         assert not root.exists()
+        assert not home.exists()
         assert rows(tmp_path, "select context_id from conversations") == [(busy["contextId"],)]
         # The busy conversation (its task runs) keeps everything.
         assert busy_root.exists()
+        assert busy_home.exists()
         # The context may be used again: it starts afresh, in a new directory.
         again = await send(client, bridge.rpc_url, "list\nrecall", context_id=idle["contextId"])
         assert "kept.txt" not in answer_text(again)

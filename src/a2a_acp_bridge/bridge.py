@@ -866,6 +866,11 @@ class Bridge:
             if record.owned and self._handed is None:
                 # Only while still the very directory made; never a handed ACP_CWD.
                 await anyio.to_thread.run_sync(self.sandboxes.discard, record.context_id)
+                # Its adapter HOME (homes.py: the sandbox's namesake) goes with it.
+                home = self.homes.parent / record.root.name
+                await anyio.to_thread.run_sync(
+                    functools.partial(shutil.rmtree, home, ignore_errors=True)
+                )
             removed.append(record.context_id)
         directories: list[Path] = []
         if self._handed is None:
