@@ -598,15 +598,21 @@ async def test_a_config_option_update_is_judged_by_the_mode_it_selects(
 async def test_an_unknown_adapter_that_starts_in_a_mode_that_edits_unasked_is_refused(
     tmp_path: Path,
 ) -> None:
-    task, _ = await run(
-        tmp_path,
-        [{"op": "say", "text": "never"}],
-        agent_info={"name": "homegrown-agent"},
-        modes={"current": "auto_edit", "available": ["ask", "auto_edit"]},
-        config_mode=False,
-    )
+    script = {
+        "agent_info": {"name": "homegrown-agent"},
+        "modes": {"current": "auto_edit", "available": ["ask", "auto_edit"]},
+        "config_mode": False,
+        "turns": [[{"op": "say", "text": "never"}]],
+    }
+    settings = make_settings(tmp_path, {"ACP_AGENT": scripted_agent(tmp_path, script)})
+    async with serve_bridge(settings) as bridge, httpx.AsyncClient() as client:
+        task = await send(client, bridge.rpc_url, "go")
+        # Refused before its adapter ever ran, the conversation leaves no directory behind.
+        root = bridge.bridge.root_of(task["contextId"])
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert "'auto_edit' mode, in which it acts without asking" in status_text(task["status"])
+    assert root is None
+    assert "never" not in answer_text(task)
 
 
 # --- 6. a request while no turn runs ----------------------------------------------------
