@@ -123,7 +123,11 @@ async def bridge(tmp_path: Path) -> AsyncIterator[RunningBridge]:
 
 @pytest.fixture
 async def demo_bridge(tmp_path: Path) -> AsyncIterator[RunningBridge]:
-    async with serve_bridge(make_settings(tmp_path)) as running:
+    # A directory of its own: a test may run it beside `bridge`, and a state directory
+    # serves one bridge at a time.
+    home = tmp_path / "demo"
+    home.mkdir()
+    async with serve_bridge(make_settings(home)) as running:
         yield running
 
 
