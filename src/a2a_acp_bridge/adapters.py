@@ -2,8 +2,8 @@
 
 Each profile is keyed by the `agentInfo.name` an adapter reports at `initialize` (never by
 the command line, so a wrapper script around a known adapter is still recognised) and
-records what was measured against that adapter offline (../shared/reference/realagents*.md,
-the fixtures under tests/fixtures/acp) or read in its source where no run covered it:
+records what was measured against that adapter offline (docs/adapter-tests.md, the fixtures
+under tests/fixtures/acp) or read in its source where no run covered it:
 
 - its most supervised native mode, the one the bridge forces on every session;
 - the ids of the options it offers when leaving plan mode, and where each one lands;
