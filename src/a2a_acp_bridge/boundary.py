@@ -14,7 +14,7 @@ directory, so `..`, `/etc` or a planted directory cannot redirect a conversation
 directory is reused only while it is the very directory `mkdtemp` made (same device and
 inode, still a real directory strictly inside the parent); anything else wearing its name
 is never trusted, and the conversation gets a new one. After a restart the map is
-restored from the conversation ledger (ledger.py) with the identities recorded when the
+restored from the conversation book (conversations.py) with the identities recorded when the
 directories were made, so the same check holds across restarts; `discard` removes a
 conversation's directory only while it is still that very directory.
 """
@@ -187,7 +187,7 @@ class Sandboxes:
     # --- durable state (issue 12) ---------------------------------------------------------
 
     def identity_of(self, root: Path) -> Identity | None:
-        """The identity recorded when this object made `root` (for the ledger)."""
+        """The identity recorded when this object made `root` (for the conversation book)."""
         with self._lock:
             return self._made.get(root)
 

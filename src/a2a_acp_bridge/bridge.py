@@ -10,7 +10,7 @@ for the conversation's next message. A brand-new context takes a warm adapter wh
 one (pool.py). Idle adapters are stopped after ACP_IDLE_TIMEOUT_MS; their sandbox stays,
 and the next message loads the old session when the agent can.
 
-Across restarts (issue 12) the conversation ledger (ledger.py) keeps each conversation's
+Across restarts (issue 12) the conversation book (conversations.py) keeps each conversation's
 sandbox, its identity and its last ACP session: a known context gets its old sandbox back
 (only while it is still the very directory made) and its session loaded; a context that
 never got an adapter leaves no directory behind, and the sweep removes conversations
@@ -47,6 +47,7 @@ from a2a_acp_bridge.acp.session import AgentSession, SessionSpec, notice_for_los
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary, Sandboxes, directory_identity, handed_boundary
 from a2a_acp_bridge.config import Settings, adapters_dir
+from a2a_acp_bridge.conversations import ConversationBook, ConversationRecord
 from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
@@ -60,7 +61,6 @@ from a2a_acp_bridge.errors import (
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
 from a2a_acp_bridge.homes import AdapterHomes, home_environment, seeds_for
 from a2a_acp_bridge.isolation import Isolation
-from a2a_acp_bridge.ledger import ConversationLedger, ConversationRecord
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
@@ -193,7 +193,7 @@ class Bridge:
         self.metrics = metrics or Metrics()
         self.pool.on_failure = lambda: self.metrics.background_failed("warm_start")
         # --- durable state (issue 12): set by the app once the state database is open ---
-        self.ledger: ConversationLedger | None = None
+        self.book: ConversationBook | None = None
         # Raises StateWriteError when the task could not be recorded (a2a/durable_store.py).
         self.task_recorded: Callable[[str], Awaitable[None]] | None = None
         self._restored: dict[str, ConversationRecord] = {}
@@ -779,10 +779,10 @@ class Bridge:
         agent = self.settings.agent
         return f"preset:{agent.preset}" if agent.preset else "command:" + shlex.join(agent.command)
 
-    def restore(self, ledger: ConversationLedger, records: Sequence[ConversationRecord]) -> None:
+    def restore(self, book: ConversationBook, records: Sequence[ConversationRecord]) -> None:
         """Take the conversations recorded before a restart: their sandboxes are trusted
         again while each is still the very directory made, and their sessions loaded."""
-        self.ledger = ledger
+        self.book = book
         for record in records:
             if record.owned and record.identity is not None and self._handed is None:
                 self.sandboxes.restore(record.context_id, record.root, record.identity)
@@ -808,7 +808,7 @@ class Bridge:
         conversation.last_session_id = record.session_id
 
     async def _record(self, conversation: Conversation) -> None:
-        if self.ledger is None:
+        if self.book is None:
             return
         boundary = conversation.boundary
         identity = (
@@ -816,7 +816,7 @@ class Bridge:
             if boundary.owned
             else directory_identity(boundary.root)
         )
-        await self.ledger.remember(
+        await self.book.remember(
             ConversationRecord(
                 context_id=conversation.context_id,
                 root=boundary.root,
@@ -839,8 +839,8 @@ class Bridge:
             and not conversation.queue
         )
         if not unused:
-            if self.ledger is not None:
-                self.ledger.touch(context_id)
+            if self.book is not None:
+                self.book.touch(context_id)
             return
         if self._conversations.get(context_id) is conversation:
             del self._conversations[context_id]
@@ -851,10 +851,10 @@ class Bridge:
         """Remove the conversations unused for ACP_SANDBOX_TTL: sandbox, record, and the
         empty directories a killed bridge left; (context ids, directories removed)."""
         ttl_s = self.settings.sandbox_ttl_s
-        if self.ledger is None or ttl_s is None:
+        if self.book is None or ttl_s is None:
             return [], []
         removed: list[str] = []
-        for record in self.ledger.unused_since(now_ns - int(ttl_s * 1e9)):
+        for record in self.book.unused_since(now_ns - int(ttl_s * 1e9)):
             conversation = self._conversations.get(record.context_id)
             if conversation is not None and (
                 conversation.busy or conversation.holds_adapter or conversation.retiring
@@ -862,7 +862,7 @@ class Bridge:
                 continue
             self._conversations.pop(record.context_id, None)
             self._restored.pop(record.context_id, None)
-            self.ledger.forget(record.context_id)
+            self.book.forget(record.context_id)
             if record.owned and self._handed is None:
                 # Only while still the very directory made; never a handed ACP_CWD.
                 await anyio.to_thread.run_sync(self.sandboxes.discard, record.context_id)

@@ -22,7 +22,7 @@ from a2a_acp_bridge.a2a.push import PushDelivery
 from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
-from a2a_acp_bridge.ledger import ConversationLedger
+from a2a_acp_bridge.conversations import ConversationBook
 from a2a_acp_bridge.push_key import push_cipher
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.sweep import Sweeper
@@ -45,7 +45,7 @@ class Persistence:
         self.push_configs = push_configs
         self.push = push
         self.database = StateDatabase(settings.state_dir)
-        self.ledger = ConversationLedger(self.database)
+        self.book = ConversationBook(self.database)
         self.sweeper = Sweeper(
             task_store, bridge, on_failure=lambda: bridge.metrics.background_failed("sweep")
         )
@@ -72,8 +72,8 @@ class Persistence:
             await self.push_configs.restore(self.database, self._cipher)
             self.task_store.on_delete.append(self.push_configs.forget_task)
             ended = await self.task_store.restore(self.database)
-            records = await self.ledger.load()
-            self.bridge.restore(self.ledger, records)
+            records = await self.book.load()
+            self.bridge.restore(self.book, records)
             self.bridge.task_recorded = self.task_store.ensure_recorded
             yield ended
 

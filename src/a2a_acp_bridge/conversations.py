@@ -1,4 +1,4 @@
-"""The conversation ledger: which sandbox and which ACP session each conversation has,
+"""The conversation book: which sandbox and which ACP session each conversation has,
 kept in the state database so a restart finds them again.
 
 A `ConversationRecord` is what the bridge knows of one A2A context: its working directory
@@ -6,7 +6,7 @@ with the identity (st_dev, st_ino, inode generation) it had when the bridge made
 (boundary.py trusts a sandbox only while it is that very directory), whether the bridge
 owns it, which agent (the preset, or the command line) made its ACP session and that
 session's id, the principal that owns it ("default" until callers are told apart), and when
-it was last used. The ledger keeps every record in memory and writes through the state
+it was last used. The book keeps every record in memory and writes through the state
 writer: a new record, or a new session or sandbox, is written before the turn goes on
 (`remember`); the time of last use goes with the next batch (`touch`).
 """
@@ -63,7 +63,7 @@ def _identity_of(value: object) -> Identity | None:
     return (device, inode, generation)
 
 
-class ConversationLedger:
+class ConversationBook:
     """The records, in memory and in the state database."""
 
     def __init__(self, database: StateDatabase) -> None:
