@@ -1,0 +1,64 @@
+"""The decision seam: the question a supervisor is asked, its answer, and the supervisor.
+
+The chain (decisions.py) builds a `Question` only for what the policy says `ask`, awaits
+`Supervisor.ask` under the question's deadline, and records the `Answer`. A supervisor is
+anything with a name and that coroutine: the webhook (supervisor_webhook.py), the human
+console (console.py), or the two in turn (supervisors.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+# A diff handed to a supervisor is cut to this: enough for a reviewer to judge an edit,
+# small enough that one request cannot fill a webhook's or a browser's memory.
+DIFF_LIMIT_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Question:
+    """One permission request a supervisor is asked about."""
+
+    id: str  # uuid4 hex, unique per question (the console's handle)
+    principal: str  # the A2A caller's principal name ("default" until issue 13)
+    context_id: str
+    task_id: str
+    session_id: str
+    adapter: str  # preset name or command
+    tool_call_id: str
+    kind: str  # ACP ToolKind value ("execute", "edit", ...)
+    title: str
+    tool_name: str | None  # from _meta / rawInput where the adapter says it
+    raw_input: Any  # the tool call's rawInput, JSON-serialisable, truncated
+    locations: tuple[str, ...]  # paths as the agent gave them
+    command: str | None  # the command line for execute, else None
+    diff: str | None  # unified diff text, truncated to DIFF_LIMIT_BYTES
+    root: str
+    owned: bool  # the bridge made the root (a sandbox) vs a handed ACP_CWD
+    allow_execute: bool
+    rule: str  # id of the policy rule that said "ask"
+    reason: str  # that rule's reason
+    asked_at: float  # time.time()
+    deadline: float  # time.time() by which an answer must come, else deny
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A supervisor's verdict on one question, with the reason the caller is told."""
+
+    verdict: Literal["allow", "deny"]
+    reason: str
+    decider: str  # "webhook", "console", ...
+
+
+class Supervisor(Protocol):
+    """A party that decides what the policy asks about.
+
+    `ask` may raise anything and may never return: the chain wraps every call in the
+    question's deadline (anyio.fail_after) and treats a raise, a timeout or a
+    cancellation of the task as deny (cancelled), recording why."""
+
+    name: str
+
+    async def ask(self, question: Question) -> Answer: ...
