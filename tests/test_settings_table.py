@@ -39,6 +39,13 @@ DEFAULTS: dict[str, Any] = {
     "card_v03": None,
     "push_allow_private": False,
     "question_timeout_s": 3600.0,
+    # issue 20: the supervisors
+    "supervisor": (),
+    "supervisor_url": None,
+    "supervisor_secret": None,
+    "supervisor_format": "bridge",
+    "supervisor_timeout_s": 10.0,
+    "console_token": None,
     "admission_timeout_s": 60.0,
     "header_timeout_s": 10.0,
     "body_timeout_s": 30.0,
@@ -85,6 +92,13 @@ BAD: dict[str, str] = {
     "A2A_CARD_V03": "2",
     "A2A_PUSH_ALLOW_PRIVATE": "yes please",
     "A2A_QUESTION_TIMEOUT_MS": "0",
+    # issue 20: the supervisors
+    "ACP_SUPERVISOR": "console,webhook",
+    "ACP_SUPERVISOR_URL": "unix:/run/supervisor.sock",
+    "ACP_SUPERVISOR_SECRET": "short",
+    "ACP_SUPERVISOR_FORMAT": "xacml",
+    "ACP_SUPERVISOR_TIMEOUT_MS": "0",
+    "ACP_CONSOLE_TOKEN": "short",
     "ACP_ADMISSION_TIMEOUT_MS": "-1",
     "A2A_HEADER_TIMEOUT_MS": "0",
     "A2A_BODY_TIMEOUT_MS": "1s",
@@ -157,7 +171,7 @@ def test_a_duration_is_milliseconds_in_a_variable_named_ms_and_seconds_in_its_fi
     durations = [row for row in SETTINGS if _inner(row) == Duration]
     # Long spans (a task's or a sandbox's age) are written with their unit: `7d`.
     spans = [row for row in SETTINGS if _inner(row) == Span]
-    assert len(durations) == 9
+    assert len(durations) == 10
     assert [row.variable for row in spans] == ["A2A_TASK_TTL", "ACP_SANDBOX_TTL"]
     for row in SETTINGS:
         assert row.variable is None or row.variable.endswith("_MS") == (row in durations), row
@@ -204,3 +218,66 @@ def test_the_table_shows_each_default_with_its_unit() -> None:
     assert lines[2].startswith("| `ACP_START_TIMEOUT_MS` | `60000` ms | ")
     assert lines[3].startswith("| `A2A_MAX_BODY_BYTES` | `33554432` bytes (32 MiB) | ")
     assert lines[4].startswith("| `PUBLIC_URL` (`--public-url`) | `http://HOST:PORT` | ")
+
+
+# --- issue 20: the supervisors ---------------------------------------------------------------
+
+SUPERVISOR_SECRET = "w" * 40
+CONSOLE_TOKEN = "c" * 32
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        pytest.param(
+            {"ACP_SUPERVISOR": "webhook", "ACP_SUPERVISOR_SECRET": SUPERVISOR_SECRET},
+            "ACP_SUPERVISOR: `webhook` needs ACP_SUPERVISOR_URL",
+            id="webhook-without-url",
+        ),
+        pytest.param(
+            {"ACP_SUPERVISOR": "webhook", "ACP_SUPERVISOR_URL": "https://pdp.example/decide"},
+            "ACP_SUPERVISOR: `webhook` needs ACP_SUPERVISOR_SECRET",
+            id="webhook-without-secret",
+        ),
+        pytest.param(
+            {"ACP_SUPERVISOR_URL": "https://pdp.example/decide"},
+            "ACP_SUPERVISOR_URL: is set but ACP_SUPERVISOR does not name `webhook`",
+            id="url-without-webhook",
+        ),
+        pytest.param(
+            {"ACP_SUPERVISOR": "console"},
+            "ACP_SUPERVISOR: `console` needs ACP_CONSOLE_TOKEN",
+            id="console-without-token",
+        ),
+        pytest.param(
+            {"ACP_SUPERVISOR": "console", "ACP_CONSOLE_TOKEN": TOKEN, "A2A_TOKEN": TOKEN},
+            "ACP_CONSOLE_TOKEN: must differ from every A2A token",
+            id="console-token-is-the-callers",
+        ),
+    ],
+)
+def test_the_supervisor_settings_are_checked_together(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(env, cwd=tmp_path)
+    assert str(caught.value).startswith(message)
+
+
+def test_the_supervisors_are_read_in_order_and_the_secret_stays_out_of_the_repr(
+    tmp_path: Path,
+) -> None:
+    settings = Settings.from_env(
+        {
+            "ACP_SUPERVISOR": " Webhook , console ",
+            "ACP_SUPERVISOR_URL": "https://pdp.example/decide",
+            "ACP_SUPERVISOR_SECRET": SUPERVISOR_SECRET,
+            "ACP_SUPERVISOR_FORMAT": "AuthZEN",
+            "ACP_CONSOLE_TOKEN": CONSOLE_TOKEN,
+        },
+        cwd=tmp_path,
+    )
+    assert settings.supervisor == ("webhook", "console")
+    assert settings.supervisor_format == "authzen"
+    assert SUPERVISOR_SECRET not in repr(settings)
+    assert CONSOLE_TOKEN not in repr(settings)

@@ -363,6 +363,72 @@ class TokenFile(Kind[tuple[str, ...]]):
         return read_token_file(variable, text, base=base) if text else ()
 
 
+# --- the supervisors' kinds (issue 20: supervisors.py) -----------------------------------------
+
+# ACP_SUPERVISOR: who decides what the policy says `ask` about (supervisors.py).
+SUPERVISOR_CHOICES = ("webhook", "console", "webhook,console")
+SUPERVISOR_FORMATS = ("bridge", "authzen")
+# An HMAC key shorter than this is guessable offline from one signed request.
+MIN_SECRET_CHARS = 32
+
+
+@dataclass(frozen=True)
+class SupervisorNames(Kind[tuple[str, ...]]):
+    """`webhook`, `console` or `webhook,console` (the webhook first, then the console);
+    blank: none."""
+
+    blank = "unset"
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        if not text:
+            return ()
+        word = ",".join(part.strip() for part in text.lower().split(",") if part.strip())
+        if word not in SUPERVISOR_CHOICES:
+            raise ConfigError(variable, f"{text!r} is not one of {' | '.join(SUPERVISOR_CHOICES)}")
+        return tuple(word.split(","))
+
+
+@dataclass(frozen=True)
+class Secret(Kind[str]):
+    """A shared secret (an HMAC key), never echoed in a message."""
+
+    secret = True
+
+    def parse(self, variable: str, text: str, base: Path) -> str:
+        if len(text) < MIN_SECRET_CHARS:
+            raise ConfigError(
+                variable,
+                f"the secret is {len(text)} characters; use at least {MIN_SECRET_CHARS} random "
+                "ones (for example: openssl rand -hex 32)",
+            )
+        return text
+
+
+def check_supervisors(settings: Settings) -> None:
+    """The supervisor settings that only make sense together (raises ConfigError)."""
+    names = settings.supervisor
+    if settings.supervisor_url and "webhook" not in names:
+        raise ConfigError(
+            "ACP_SUPERVISOR_URL", "is set but ACP_SUPERVISOR does not name `webhook`: set both"
+        )
+    if "webhook" in names and not settings.supervisor_url:
+        raise ConfigError("ACP_SUPERVISOR", "`webhook` needs ACP_SUPERVISOR_URL")
+    if "webhook" in names and not settings.supervisor_secret:
+        raise ConfigError(
+            "ACP_SUPERVISOR",
+            "`webhook` needs ACP_SUPERVISOR_SECRET (requests and answers are signed)",
+        )
+    if "console" in names and not settings.console_token:
+        # The A2A caller holds the A2A tokens: with them it could approve its own requests.
+        raise ConfigError("ACP_SUPERVISOR", "`console` needs ACP_CONSOLE_TOKEN")
+    if settings.console_token and settings.console_token in settings.tokens:
+        raise ConfigError(
+            "ACP_CONSOLE_TOKEN",
+            "must differ from every A2A token: whoever holds an A2A token is the caller, "
+            "and the caller never decides",
+        )
+
+
 # --- the table --------------------------------------------------------------------------------
 
 
@@ -620,6 +686,52 @@ class Settings:
         "3600000",
         "how long an agent's question waits for the caller's answer before it is declined",
     )
+
+    # --- the supervisors (issue 20: supervisors.py, supervisor_webhook.py, console.py) ---
+    supervisor: tuple[str, ...] = setting(
+        "ACP_SUPERVISOR",
+        SupervisorNames(),
+        "",
+        "who decides what the policy says `ask` about: `webhook`, `console`, or "
+        "`webhook,console` (the webhook, and the console when the webhook fails or abstains); "
+        "unset, an `ask` is a deny ([docs/decisions.md](docs/decisions.md))",
+        shown="unset: nobody, an `ask` is a deny",
+    )
+    supervisor_url: str | None = setting(
+        "ACP_SUPERVISOR_URL",
+        OrUnset(Url()),
+        "",
+        "where the supervisor webhook is POSTed (http or https)",
+    )
+    supervisor_secret: str | None = setting(
+        "ACP_SUPERVISOR_SECRET",
+        OrUnset(Secret()),
+        "",
+        "the HMAC-SHA256 key that signs each webhook request and must sign each answer; "
+        f"{MIN_SECRET_CHARS} characters or more",
+    )
+    supervisor_format: str = setting(
+        "ACP_SUPERVISOR_FORMAT",
+        Choice(SUPERVISOR_FORMATS),
+        "bridge",
+        "the webhook's request and answer shape: `bridge`, or `authzen` (an OpenID AuthZEN 1.0 "
+        "access evaluation)",
+    )
+    # A supervisor that does not answer in this is down: a deny (or the console's turn).
+    supervisor_timeout_s: float = setting(
+        "ACP_SUPERVISOR_TIMEOUT_MS",
+        Duration(),
+        "10000",
+        "how long the webhook gets to answer (never past the decision's own deadline)",
+    )
+    console_token: str | None = setting(
+        "ACP_CONSOLE_TOKEN",
+        OrUnset(Token()),
+        "",
+        "the operator's token for `/console`, the human console; required by "
+        "`ACP_SUPERVISOR=console`, and distinct from every A2A token",
+    )
+    # --- end of the supervisors ---
     max_line_bytes: int = setting(
         "ACP_MAX_LINE_BYTES",
         Integer(minimum=MIN_MAX_LINE_BYTES, unit="bytes"),
@@ -730,6 +842,7 @@ class Settings:
                 "ACP_POOL_SIZE",
                 f"{self.pool_size} warm adapters exceed ACP_MAX_SESSIONS ({self.max_sessions})",
             )
+        check_supervisors(self)  # issue 20: the supervisors
 
     def protection(self) -> Protection:
         """What every root protects beyond the protected names: the bridge's own files
