@@ -1,9 +1,13 @@
-"""The decision seam: the question a supervisor is asked, its answer, and the supervisor.
+"""The decision seam: what a supervisor is asked, what it answers, and what it must be.
 
-The chain (decisions.py) builds a `Question` only for what the policy says `ask`, awaits
-`Supervisor.ask` under the question's deadline, and records the `Answer`. A supervisor is
-anything with a name and that coroutine: the webhook (supervisor_webhook.py), the human
-console (console.py), or the two in turn (supervisors.py).
+A supervisor (the webhook, the human console, or both in turn) is asked only about what the
+policy says `ask`. The chain (decisions.py) builds one `Question` per such request, awaits
+`Supervisor.ask` under the question's deadline, and treats whatever goes wrong (a raise, a
+timeout, the task's cancel) as a refusal. The supervisor answers `allow` or `deny` with a
+reason and nothing else: the bridge alone chooses among the options the agent offered.
+
+Shared by the decisions and the supervisors sides of issue 20: fields are only ever added at
+the end, with defaults.
 """
 
 from __future__ import annotations
@@ -11,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-# A diff handed to a supervisor is cut to this: enough for a reviewer to judge an edit,
-# small enough that one request cannot fill a webhook's or a browser's memory.
+# The most of a diff a question carries (bytes of UTF-8); the rest is cut, and says so.
 DIFF_LIMIT_BYTES = 64 * 1024
 
 
@@ -45,7 +48,7 @@ class Question:
 
 @dataclass(frozen=True)
 class Answer:
-    """A supervisor's verdict on one question, with the reason the caller is told."""
+    """A supervisor's verdict on one question."""
 
     verdict: Literal["allow", "deny"]
     reason: str
@@ -53,11 +56,11 @@ class Answer:
 
 
 class Supervisor(Protocol):
-    """A party that decides what the policy asks about.
+    """Who is asked about what the policy says `ask`.
 
     `ask` may raise anything and may never return: the chain wraps every call in the
-    question's deadline (anyio.fail_after) and treats a raise, a timeout or a
-    cancellation of the task as deny (cancelled), recording why."""
+    question's deadline (anyio.fail_after) and treats a raise, a timeout or a cancellation
+    of the task as deny (cancelled), recording why."""
 
     name: str
 
