@@ -17,6 +17,11 @@ bridge at scrape time. `GET /metrics` renders `exposition()`.
     capacity_refusals_total{limit}            sessions | queue
     http_refusals_total{reason}               host | unauthorized | body_too_large | bad_length
     background_failures_total{task}           warm_start | the bridge's own background tasks
+    supervisor_answers_total{supervisor,verdict}  webhook | console; allow | deny
+    supervisor_latency_seconds{supervisor}    histogram: question asked to answer
+    supervisor_failures_total{supervisor,cause}   no verdict: down | timeout | status |
+                                              garbage | signature | too_large | abstained |
+                                              cancelled
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 
 # The first update arrives within milliseconds on a live adapter and after tens of seconds
 # when one has to start (claude's session/new has been seen at ~46 s on a cold machine).
 FIRST_EVENT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# A webhook answers in milliseconds; a human in seconds to minutes (the deadline's 120 s).
+SUPERVISOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class Metrics:
@@ -105,6 +112,27 @@ class Metrics:
             ["task"],
             registry=r,
         )
+        # --- issue 20: the supervisors ---
+        self._supervisor_answers = Counter(
+            f"{PREFIX}_supervisor_answers",
+            "Questions a supervisor answered (no verdict counts as deny), by supervisor, verdict.",
+            ["supervisor", "verdict"],
+            registry=r,
+        )
+        self._supervisor_latency = Histogram(
+            f"{PREFIX}_supervisor_latency_seconds",
+            "Time from asking a supervisor to its answer.",
+            ["supervisor"],
+            buckets=SUPERVISOR_BUCKETS,
+            registry=r,
+        )
+        self._supervisor_failures = Counter(
+            f"{PREFIX}_supervisor_failures",
+            "Questions a supervisor gave no verdict on, by supervisor and cause.",
+            ["supervisor", "cause"],
+            registry=r,
+        )
+        # --- end of the supervisors ---
         for outcome in ("ok", "failed"):
             self._starts.labels(outcome)
         for limit in ("sessions", "queue"):
@@ -151,6 +179,15 @@ class Metrics:
 
     def background_failed(self, task: str) -> None:
         self._background.labels(task).inc()
+
+    def supervisor_answered(
+        self, supervisor: str, verdict: str, latency_s: float, cause: str | None
+    ) -> None:
+        """One supervisor's answer (issue 20); `cause`: why it gave no verdict, if so."""
+        self._supervisor_answers.labels(supervisor, verdict).inc()
+        self._supervisor_latency.labels(supervisor).observe(latency_s)
+        if cause is not None:
+            self._supervisor_failures.labels(supervisor, cause).inc()
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format."""

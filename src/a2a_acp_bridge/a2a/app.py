@@ -8,6 +8,8 @@
                                          task group or the SDK's request machinery is gone)
     GET  /readyz                         ready: a new conversation could get an adapter now
     GET  /metrics                        Prometheus text format (needs the token, if one is set)
+    *    /console/...                    the human console, behind ACP_CONSOLE_TOKEN
+                                         (console_web.py), when ACP_SUPERVISOR names it
 
 The state directory (persistence.py) is opened before the port is bound, and closed
 last: tasks, push configs and conversations survive a restart.
@@ -56,8 +58,11 @@ from a2a_acp_bridge.a2a.quiet import quiet_client_errors
 from a2a_acp_bridge.a2a.rest03 import Rest03Adapter
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.console_web import PREFIX as CONSOLE_PREFIX
+from a2a_acp_bridge.console_web import ConsoleAuth, console_routes
 from a2a_acp_bridge.metrics import CONTENT_TYPE
 from a2a_acp_bridge.state_writer import StateHealth
+from a2a_acp_bridge.supervisors import find_console, supervisor_from
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +148,17 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
 
     card = CardEndpoint(current_card, settings.card_v03)
 
+    # --- issue 20: the supervisor and its human console (supervisors.py, console_web.py) ---
+    supervisor = supervisor_from(settings, metrics=bridge.metrics)
+    console = find_console(supervisor)
+    console_pages = []
+    if console is not None and settings.console_token:
+        secure = (settings.public_url or "").startswith("https://")
+        console_pages = console_routes(
+            console, ConsoleAuth(settings.console_token, secure_cookie=secure)
+        )
+    # --- end of the supervisor ---
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         async with persistence.running() as ended, bridge, push:
@@ -164,6 +180,8 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        # Before the SDK's per-tenant mount (/{tenant}/...), which would take /console/....
+        *console_pages,
         Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),
         # A2A 0.3 under /rest/v1, through the bridge's adapter (a2a/rest03.py).
         *(
@@ -180,14 +198,21 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         allowed_hosts=settings.host_allowlist(),
         max_body_bytes=settings.max_body_bytes,
         on_refusal=bridge.metrics.http_refused,
+        own_auth=CONSOLE_PREFIX if console_pages else None,
     )
-    gate = Middleware(Gate, rpc_path=RPC_PATH, max_parts=settings.max_parts)
+    gate = Middleware(
+        Gate,
+        rpc_path=RPC_PATH,
+        max_parts=settings.max_parts,
+        passthrough=CONSOLE_PREFIX if console_pages else None,
+    )
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard, gate])
     app.state.bridge = bridge
     app.state.task_store = task_store
     app.state.server = state
     app.state.push = push
     app.state.persistence = persistence
+    app.state.supervisor = supervisor
     return app
 
 

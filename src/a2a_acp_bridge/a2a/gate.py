@@ -20,6 +20,9 @@ the SDK's routes (JSON-RPC at `rpc_path`, HTTP+JSON elsewhere):
 - An error from an A2A 0.3 HTTP+JSON path (`.../v1/...`) also names the error the way 0.3
   clients read it (`{"type": "TaskNotFoundError", "message": ...}` beside the 1.0 body).
 
+The human console's paths (`passthrough`, /console) are no A2A endpoint and pass untouched:
+the console checks its own requests (console_web.py).
+
 A body is read here (the guard bounded it) and, when it may pass, replayed to the app;
 later `receive` calls go to the server, so the SDK's streams still see the client
 disconnect.
@@ -71,13 +74,25 @@ def is_json_media_type(value: bytes) -> bool:
 class Gate:
     """Checks A2A requests before the SDK's routes see them (after the guard, guard.py)."""
 
-    def __init__(self, app: ASGIApp, *, rpc_path: str, max_parts: int | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        rpc_path: str,
+        max_parts: int | None = None,
+        passthrough: str | None = None,
+    ) -> None:
         self.app = app
         self.rpc_path = rpc_path
         self.max_parts = max_parts
+        self.passthrough = passthrough
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        path: str = scope.get("path", "")
+        prefix = self.passthrough
+        if scope["type"] != "http" or (
+            prefix is not None and (path == prefix or path.startswith(prefix + "/"))
+        ):
             await self.app(scope, receive, send)
             return
         method: str = scope["method"]

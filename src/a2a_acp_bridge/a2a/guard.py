@@ -9,6 +9,8 @@ A pure ASGI middleware in front of every route, checking in this order:
    agent card, /healthz, /readyz) needs `Authorization: Bearer <token>`; otherwise 401
    with `WWW-Authenticate: Bearer`. Tokens are compared as SHA-256 digests with
    `hmac.compare_digest`, so neither a token's content nor its length leaks through time.
+   The human console's paths (`own_auth`, /console) are left to the console, which has a
+   token of its own (console_web.py): an A2A token must not open it.
 3. Body: a `Content-Length` above A2A_MAX_BODY_BYTES is answered 413 before anything is
    read; every body is then read here, counting the bytes that actually arrive whatever
    `Content-Length` and `Transfer-Encoding` claim, up to the limit, and handed on whole.
@@ -103,6 +105,7 @@ class Guard:
         max_body_bytes: int,
         on_refusal: Callable[[str], None] = lambda _reason: None,
         websocket_paths: Collection[str] = (),
+        own_auth: str | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
@@ -110,6 +113,7 @@ class Guard:
         self.max_body_bytes = max_body_bytes
         self.on_refusal = on_refusal
         self.websocket_paths = frozenset(websocket_paths)
+        self.own_auth = own_auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -179,7 +183,7 @@ class Guard:
                     "the operator can add it to A2A_ALLOWED_HOSTS.",
                 )
         path = scope.get("path", "")
-        if self.tokens.enabled and path not in PUBLIC_PATHS:
+        if self.tokens.enabled and path not in PUBLIC_PATHS and not self._own_auth(path):
             authorization = headers.get("authorization")
             if not self.tokens.accepts(authorization):
                 error = "invalid_token" if authorization else None
@@ -193,6 +197,10 @@ class Guard:
                     ((b"www-authenticate", challenge.encode("latin-1")),),
                 )
         return None
+
+    def _own_auth(self, path: str) -> bool:
+        prefix = self.own_auth
+        return prefix is not None and (path == prefix or path.startswith(prefix + "/"))
 
     def _too_large(self) -> DoorRefusal:
         return DoorRefusal(

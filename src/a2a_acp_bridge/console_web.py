@@ -1,0 +1,275 @@
+"""The human console's pages: `/console`, behind ACP_CONSOLE_TOKEN, served by the bridge.
+
+    GET  /console                  the console (logged in), else the login form (401)
+    POST /console/login            form `token=...`: sets the session cookie, back to /console
+    POST /console/logout           ends the session
+    GET  /console/static/NAME      console.js, console.css (package data; no CDN, no framework)
+    GET  /console/state            JSON: the waiting questions, the recent decisions, `now`
+    GET  /console/events           the same as server-sent events, one `state` per change
+    POST /console/decisions/ID     JSON {"verdict": "allow"|"deny", "reason": "..."}
+                                   200 decided, 404 unknown id, 409 already decided/expired
+
+Who may use it: a request with `Authorization: Bearer <ACP_CONSOLE_TOKEN>` (curl, scripts),
+or a browser holding the session cookie the login form set (HttpOnly, SameSite=Strict,
+Path=/console, Secure when PUBLIC_URL is https). A POST with the cookie must also carry the
+session's CSRF token in `X-CSRF-Token` (the page reads it from its own markup) and, when the
+browser sends one, an `Origin` naming this host. The token is never put in a URL. The A2A
+guard (a2a/guard.py) leaves /console to this module: an A2A token does not open it, since
+the caller must never decide.
+
+Everything the agent wrote (a command, a diff, a title) is attacker-controlled text: the
+page puts it in with `textContent` only, and every response forbids inline script with a
+strict Content-Security-Policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from sse_starlette.sse import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from a2a_acp_bridge.console import ConsoleSupervisor
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/console"
+COOKIE = "bridge_console"
+CSRF_HEADER = "x-csrf-token"
+# A browser session lasts a working day; then the operator logs in again.
+SESSION_TTL_S = 12 * 3600.0
+# Sessions kept at most (the oldest is dropped): only a holder of the token makes one.
+MAX_SESSIONS = 64
+# Server-sent events keep-alive, so proxies do not close an idle stream.
+EVENTS_PING_S = 15.0
+STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def _asset(name: str) -> str:
+    return (resources.files("a2a_acp_bridge") / "console_static" / name).read_text("utf-8")
+
+
+@dataclass
+class Session:
+    csrf: str
+    expires: float
+
+
+class ConsoleAuth:
+    """The console token (kept as a digest) and the browser sessions it opened."""
+
+    def __init__(self, token: str, *, secure_cookie: bool) -> None:
+        self._digest = _digest(token)
+        self.secure_cookie = secure_cookie
+        self._sessions: dict[str, Session] = {}
+
+    def token_ok(self, offered: str) -> bool:
+        return hmac.compare_digest(_digest(offered), self._digest)
+
+    def bearer_ok(self, request: Request) -> bool:
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and self.token_ok(credentials.strip())
+
+    def session(self, request: Request) -> Session | None:
+        sid = request.cookies.get(COOKIE, "")
+        found = self._sessions.get(sid) if sid else None
+        if found is not None and found.expires < time.time():
+            self._sessions.pop(sid, None)
+            return None
+        return found
+
+    def open(self) -> tuple[str, Session]:
+        while len(self._sessions) >= MAX_SESSIONS:
+            self._sessions.pop(next(iter(self._sessions)))
+        sid = secrets.token_urlsafe(32)
+        session = Session(csrf=secrets.token_urlsafe(32), expires=time.time() + SESSION_TTL_S)
+        self._sessions[sid] = session
+        return sid, session
+
+    def close(self, request: Request) -> None:
+        self._sessions.pop(request.cookies.get(COOKIE, ""), None)
+
+
+def _respond(body: str, status: int = 200, media: str = "text/html; charset=utf-8") -> Response:
+    return Response(body, status_code=status, media_type=media, headers=SECURITY_HEADERS)
+
+
+def _json(body: dict[str, Any], status: int = 200) -> Response:
+    return JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+def _login_page(message: str = "", status: int = 401) -> Response:
+    text = _asset("login.html").replace("{{message}}", html.escape(message))
+    return _respond(text, status)
+
+
+def _same_origin(request: Request) -> bool:
+    """False when the browser says the request comes from another site."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc.lower() == request.headers.get("host", "").lower()
+
+
+def console_routes(console: ConsoleSupervisor, auth: ConsoleAuth) -> list[BaseRoute]:
+    """The console's routes, to mount in the bridge's app."""
+
+    def allowed(request: Request) -> bool:
+        return auth.bearer_ok(request) or auth.session(request) is not None
+
+    def unauthorised() -> Response:
+        return _json({"error": "unauthorized", "message": "Log in to the console first."}, 401)
+
+    def snapshot() -> dict[str, Any]:
+        return {"now": time.time(), "waiting": console.waiting(), "recent": console.recent()}
+
+    async def page(request: Request) -> Response:
+        session = auth.session(request)
+        if session is None:
+            return _login_page()
+        return _respond(_asset("console.html").replace("{{csrf}}", html.escape(session.csrf)))
+
+    async def login(request: Request) -> Response:
+        if not _same_origin(request):
+            return _login_page("This login came from another site.", 403)
+        if request.headers.get("content-type", "").split(";")[0].strip() != (
+            "application/x-www-form-urlencoded"
+        ):
+            return _login_page("Send the login form.", 400)
+        try:
+            fields = parse_qs((await request.body()).decode("utf-8"), max_num_fields=4)
+        except (UnicodeDecodeError, ValueError):
+            return _login_page("Send the login form.", 400)
+        offered = (fields.get("token") or [""])[0].strip()
+        if not offered or not auth.token_ok(offered):
+            logger.info("console login refused", extra={"client": _client(request)})
+            return _login_page("The token was not accepted.")
+        sid, _session = auth.open()
+        logger.info("console login", extra={"client": _client(request)})
+        response = RedirectResponse(PREFIX, status_code=303, headers=SECURITY_HEADERS)
+        response.set_cookie(
+            COOKIE,
+            sid,
+            max_age=int(SESSION_TTL_S),
+            path=PREFIX,
+            secure=auth.secure_cookie or request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    async def logout(request: Request) -> Response:
+        if not _same_origin(request):
+            return _json({"error": "forbidden", "message": "Cross-site request refused."}, 403)
+        auth.close(request)
+        response = RedirectResponse(PREFIX, status_code=303, headers=SECURITY_HEADERS)
+        response.delete_cookie(COOKIE, path=PREFIX)
+        return response
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return _json({"error": "not_found", "message": "No such file."}, 404)
+        return _respond(_asset(name), media=STATIC[name])
+
+    async def state(request: Request) -> Response:
+        if not allowed(request):
+            return unauthorised()
+        return _json(snapshot())
+
+    async def events(request: Request) -> Response:
+        if not allowed(request):
+            return unauthorised()
+
+        async def stream() -> AsyncIterator[dict[str, str]]:
+            while True:
+                version = console.version
+                yield {"event": "state", "data": json.dumps(snapshot())}
+                await console.changed(version)
+
+        return EventSourceResponse(stream(), ping=EVENTS_PING_S, headers=SECURITY_HEADERS)
+
+    async def decide(request: Request) -> Response:
+        session = None if auth.bearer_ok(request) else auth.session(request)
+        if session is None and not auth.bearer_ok(request):
+            return unauthorised()
+        if session is not None:
+            offered = request.headers.get(CSRF_HEADER, "")
+            if not _same_origin(request) or not hmac.compare_digest(
+                offered.encode(), session.csrf.encode()
+            ):
+                return _json(
+                    {"error": "forbidden", "message": "The CSRF token is missing or wrong."}, 403
+                )
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            body = None
+        verdict = body.get("verdict") if isinstance(body, dict) else None
+        reason = body.get("reason", "") if isinstance(body, dict) else ""
+        if verdict not in ("allow", "deny") or not isinstance(reason, str):
+            return _json(
+                {
+                    "error": "bad_request",
+                    "message": 'Send {"verdict": "allow" or "deny", "reason": "..."}.',
+                },
+                400,
+            )
+        question_id = request.path_params["question_id"]
+        outcome = console.decide(question_id, verdict, reason)
+        if outcome == "unknown":
+            return _json({"error": "not_found", "message": "No such question."}, 404)
+        if outcome == "gone":
+            return _json(
+                {
+                    "error": "conflict",
+                    "message": "That question was already decided, expired or cancelled.",
+                },
+                409,
+            )
+        logger.info(
+            "console decision",
+            extra={"question": question_id, "verdict": verdict, "client": _client(request)},
+        )
+        return _json({"decided": verdict})
+
+    return [
+        Route(PREFIX, page, methods=["GET"]),
+        Route(f"{PREFIX}/login", login, methods=["POST"]),
+        Route(f"{PREFIX}/logout", logout, methods=["POST"]),
+        Route(f"{PREFIX}/static/{{name}}", static, methods=["GET"]),
+        Route(f"{PREFIX}/state", state, methods=["GET"]),
+        Route(f"{PREFIX}/events", events, methods=["GET"]),
+        Route(f"{PREFIX}/decisions/{{question_id}}", decide, methods=["POST"]),
+    ]
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else ""
