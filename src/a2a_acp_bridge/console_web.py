@@ -63,7 +63,9 @@ SECURITY_HEADERS = {
     ),
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # Not no-referrer: under it a browser sends `Origin: null` with the forms, which the
+    # origin check must refuse.
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 
