@@ -157,12 +157,7 @@ async def test_the_metrics_count_each_supervisors_answers_and_latency(tmp_path: 
     text = metrics.exposition().decode()
     assert 'supervisor_answers_total{supervisor="webhook",verdict="allow"} 1.0' in text
     assert 'supervisor_latency_seconds_count{supervisor="webhook"} 1.0' in text
-    assert (
-        "supervisor_failures_total{"
-        not in text.split("# TYPE a2a_acp_bridge_supervisor_failures_total counter")[1].split(
-            "# HELP"
-        )[0]
-    )
+    assert "supervisor_failures_total{" not in text  # no failure, no sample
 
 
 async def test_one_log_line_per_answer_names_the_principal_never_the_secret(
