@@ -8,6 +8,8 @@
                                          task group or the SDK's request machinery is gone)
     GET  /readyz                         ready: a new conversation could get an adapter now
     GET  /metrics                        Prometheus text format (needs the token, if one is set)
+    GET  /decisions                      the decision ledger, JSON (needs the token, if one is
+                                         set; a2a/decisions_endpoint.py)
 
 The state directory (persistence.py) is opened before the port is bound, and closed
 last: tasks, push configs and conversations survive a restart.
@@ -43,6 +45,7 @@ from starlette.routing import Route
 
 from a2a_acp_bridge.a2a.card import build_card
 from a2a_acp_bridge.a2a.compat import Compat03Adapter
+from a2a_acp_bridge.a2a.decisions_endpoint import decisions_endpoint
 from a2a_acp_bridge.a2a.discovery import CARD_PATH, LEGACY_CARD_PATH, CardEndpoint
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
@@ -164,6 +167,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/decisions", decisions_endpoint(lambda: bridge.decisions.ledger), methods=["GET"]),
         Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),
         # A2A 0.3 under /rest/v1, through the bridge's adapter (a2a/rest03.py).
         *(
