@@ -62,6 +62,11 @@ DEFAULTS: dict[str, Any] = {
     "isolation_read": (),
     "isolation_write": (),
     "task_retention": 10_000,
+    "policy": None,
+    "policy_mode": "enforce",
+    "decision_timeout_s": 120.0,
+    "decision_ttl_s": 90 * 86400.0,
+    "decision_retention": 100_000,
     "log_format": "auto",
     "log_level": "INFO",
     "a2a_sdk_tracing": "false",
@@ -115,6 +120,11 @@ BAD: dict[str, str] = {
     "ACP_ISOLATION_READ": "missing-path",
     "ACP_ISOLATION_WRITE": "missing-path",
     "A2A_TASK_RETENTION": "0",
+    "ACP_POLICY": "no-such-policy.toml",
+    "ACP_POLICY_MODE": "sometimes",
+    "ACP_DECISION_TIMEOUT_MS": "0",
+    "ACP_DECISION_TTL": "forever",
+    "ACP_DECISION_RETENTION": "0",
     "LOG_FORMAT": "xml",
     "LOG_LEVEL": "LOUD",
 }
@@ -171,8 +181,12 @@ def test_a_duration_is_milliseconds_in_a_variable_named_ms_and_seconds_in_its_fi
     durations = [row for row in SETTINGS if _inner(row) == Duration]
     # Long spans (a task's or a sandbox's age) are written with their unit: `7d`.
     spans = [row for row in SETTINGS if _inner(row) == Span]
-    assert len(durations) == 10
-    assert [row.variable for row in spans] == ["A2A_TASK_TTL", "ACP_SANDBOX_TTL"]
+    assert len(durations) == 11
+    assert [row.variable for row in spans] == [
+        "A2A_TASK_TTL",
+        "ACP_SANDBOX_TTL",
+        "ACP_DECISION_TTL",
+    ]
     for row in SETTINGS:
         assert row.variable is None or row.variable.endswith("_MS") == (row in durations), row
         assert row.name.endswith("_s") == (row in durations or row in spans), row

@@ -48,6 +48,8 @@ from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary, Sandboxes, directory_identity, handed_boundary
 from a2a_acp_bridge.config import Settings, adapters_dir
 from a2a_acp_bridge.conversations import ConversationBook, ConversationRecord
+from a2a_acp_bridge.decision import Supervisor
+from a2a_acp_bridge.decisions import DecisionChain
 from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
@@ -66,6 +68,7 @@ from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
 from a2a_acp_bridge.pool import WarmPool
 from a2a_acp_bridge.prompt import PromptPart
+from a2a_acp_bridge.supervisors import supervisor_from
 from a2a_acp_bridge.turn import Phase, Turn, TurnCancelled
 from a2a_acp_bridge.turn_queue import TurnQueue
 
@@ -125,6 +128,7 @@ class Bridge:
         decider: Decider = decide,
         answerer: Answerer = answer,
         metrics: Metrics | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.settings = settings
         # The permission classifier, replaceable by an external channel (docs/permissions.md).
@@ -191,6 +195,17 @@ class Bridge:
         # Whether the adapter runs in a supervised mode (None until one has started).
         self.supervised: bool | None = None
         self.metrics = metrics or Metrics()
+        # The decision chain (decisions.py): the floor, ACP_POLICY, the supervisor, the
+        # table. Its ledger is attached once the state database is open (persistence.py).
+        self.decisions = DecisionChain(
+            policy=settings.policy,
+            mode=settings.policy_mode,
+            timeout_s=settings.decision_timeout_s,
+            # ACP_SUPERVISOR's, built once here unless a test hands one (supervisors.py).
+            supervisor=supervisor or supervisor_from(settings, metrics=self.metrics),
+            table=decider,
+            metrics=self.metrics,
+        )
         self.pool.on_failure = lambda: self.metrics.background_failed("warm_start")
         # --- durable state (issue 12): set by the app once the state database is open ---
         self.book: ConversationBook | None = None
@@ -364,6 +379,7 @@ class Bridge:
             decider=self._decider,
             answerer=self._answerer,
             on_decision=self.metrics.permission_decided,
+            chain=self.decisions,
             auth_method=settings.auth_method,
             on_step=on_step,
             max_line_bytes=settings.max_line_bytes,

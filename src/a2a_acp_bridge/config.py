@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from a2a_acp_bridge.adapters import is_unsupervised_mode
@@ -44,6 +44,9 @@ from a2a_acp_bridge.setting import (
     setting,
     settings_table,
 )
+
+if TYPE_CHECKING:
+    from a2a_acp_bridge.policy import Policy
 
 # The defaults other modules need too (the CLI's client, the task store, the limits' test).
 DEFAULT_HOST = "127.0.0.1"
@@ -313,6 +316,20 @@ class Span(Kind[float | None]):
             )
         seconds = float(match.group(1)) * _SPAN_UNITS[match.group(2)]
         return seconds if seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class PolicyFile(Kind["Policy"]):
+    """A policy file (policy.py), read and validated at start: an error names its line."""
+
+    def parse(self, variable: str, text: str, base: Path) -> Policy:
+        from a2a_acp_bridge.policy import PolicyError, load_policy
+
+        path = Path(text).expanduser()
+        try:
+            return load_policy(path if path.is_absolute() else base / path)
+        except PolicyError as exc:
+            raise ConfigError(variable, str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -794,6 +811,40 @@ class Settings:
         "keys that encrypt push configs' secrets at rest (comma-separated, the first encrypts); "
         "unset, a key file made in the state directory (mode 0600)",
         shown="a key file in `ACP_STATE_DIR`",
+    )
+    policy: Policy | None = setting(
+        "ACP_POLICY",
+        OrUnset(PolicyFile()),
+        "",
+        "a policy file (TOML, docs/decisions.md) deciding permission requests before the "
+        "built-in table; checked at start, an error names its line",
+        shown="none: the built-in table",
+    )
+    policy_mode: str = setting(
+        "ACP_POLICY_MODE",
+        Choice(("enforce", "log-only")),
+        "enforce",
+        "`enforce`; `log-only`: the floor and the policy run and are recorded in the ledger, "
+        "but the built-in table decides (a shadow trial of a policy)",
+    )
+    decision_timeout_s: float = setting(
+        "ACP_DECISION_TIMEOUT_MS",
+        Duration(),
+        "120000",
+        "how long a permission request waits for a supervisor's decision; no answer in time "
+        "is a refusal",
+    )
+    decision_ttl_s: float | None = setting(
+        "ACP_DECISION_TTL",
+        Span(),
+        "90d",
+        "decisions older than this leave the ledger (`0`: kept up to `ACP_DECISION_RETENTION`)",
+    )
+    decision_retention: int = setting(
+        "ACP_DECISION_RETENTION",
+        Integer(minimum=1),
+        "100000",
+        "decisions kept in the ledger at most; beyond it the oldest go",
     )
     task_retention: int = setting(
         "A2A_TASK_RETENTION",

@@ -10,6 +10,8 @@ Five bounds apply while the agent works on a prompt:
 - the question wait (A2A_QUESTION_TIMEOUT_MS): a question to the caller is declined after
   this long; while it waits, silence and the cancel grace are suspended (the agent waits for
   the caller, not the other way round), and both count again from the answer;
+- a decision waiting for a supervisor (decisions.py, bounded by ACP_DECISION_TIMEOUT_MS
+  there): silence is suspended meanwhile, and counts again from its verdict;
 - the coalescing tick: answer text held back to be sent in larger pieces goes out when its
   hold expires, even if nothing else arrives.
 
@@ -51,6 +53,7 @@ class TurnDeadlines:
     _tick_at: float | None = None
     _interrupted_at: float | None = None
     _question_since: float | None = None
+    _decision_since: float | None = None
     # When the last question was answered: silence and the cancel grace count from here.
     _resumed_at: float = -math.inf
 
@@ -68,6 +71,12 @@ class TurnDeadlines:
         if asked_at is None and self._question_since is not None:
             self._resumed_at = now
         self._question_since = asked_at
+
+    def decision(self, since: float | None, now: float) -> None:
+        """When the oldest decision waiting for a supervisor began, or None when none waits."""
+        if since is None and self._decision_since is not None:
+            self._resumed_at = max(self._resumed_at, now)
+        self._decision_since = since
 
     def next(self, now: float, last_activity: float) -> Next:
         """What is due at `now`, in order of precedence; else how long until something is."""
@@ -92,7 +101,8 @@ class TurnDeadlines:
             return Next(Due.CANCEL_GRACE)
         if self.hard_cap_s is not None and due_at(self.started + self.hard_cap_s):
             return Next(Due.HARD_CAP)
-        if not waiting_for_caller and due_at(max(last_activity, self._resumed_at) + self.silence_s):
+        waiting = waiting_for_caller or self._decision_since is not None
+        if not waiting and due_at(max(last_activity, self._resumed_at) + self.silence_s):
             return Next(Due.SILENCE)
         return Next(Due.WAIT, min(waits) if waits else math.inf)
 

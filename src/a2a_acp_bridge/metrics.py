@@ -14,6 +14,9 @@ bridge at scrape time. `GET /metrics` renders `exposition()`.
     adapter_starts_total{outcome}             ok | failed
     adapter_crashes_total                     exits the bridge did not ask for
     permission_decisions_total{verdict,rule}  every session/request_permission
+    decisions_total{decider,verdict}          every decider's verdict (shadow ones too)
+    decision_seconds{decider}                 histogram: a request's arrival to its verdict
+    decision_timeouts_total                   supervisors that did not answer in time
     capacity_refusals_total{limit}            sessions | queue
     http_refusals_total{reason}               host | unauthorized | body_too_large | bad_length
     background_failures_total{task}           warm_start | the bridge's own background tasks
@@ -38,6 +41,9 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 # The first update arrives within milliseconds on a live adapter and after tens of seconds
 # when one has to start (claude's session/new has been seen at ~46 s on a cold machine).
+# A decision by the policy or the table takes microseconds; a supervisor's, from
+# milliseconds (a webhook) to minutes (a human at the console).
+DECISION_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300)
 FIRST_EVENT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 # A webhook answers in milliseconds; a human in seconds to minutes (the deadline's 120 s).
 SUPERVISOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -92,6 +98,24 @@ class Metrics:
             f"{PREFIX}_permission_decisions",
             "Permission requests answered, by verdict and by the rule that decided.",
             ["verdict", "rule"],
+            registry=r,
+        )
+        self._by_decider = Counter(
+            f"{PREFIX}_decisions",
+            "Verdicts of each decider of the decision chain (shadow ones included)",
+            ["decider", "verdict"],
+            registry=r,
+        )
+        self._decision_time = Histogram(
+            f"{PREFIX}_decision_seconds",
+            "Time from a permission request's arrival to a decider's verdict",
+            ["decider"],
+            buckets=DECISION_BUCKETS,
+            registry=r,
+        )
+        self._decision_timeouts = Counter(
+            f"{PREFIX}_decision_timeouts",
+            "Supervisors that did not answer within ACP_DECISION_TIMEOUT_MS",
             registry=r,
         )
         self._capacity = Counter(
@@ -170,6 +194,13 @@ class Metrics:
 
     def permission_decided(self, verdict: str, rule: str) -> None:
         self._decisions.labels(verdict, rule).inc()
+
+    def decided_by(self, decider: str, verdict: str, latency_s: float) -> None:
+        self._by_decider.labels(decider=decider, verdict=verdict).inc()
+        self._decision_time.labels(decider=decider).observe(latency_s)
+
+    def decision_timed_out(self) -> None:
+        self._decision_timeouts.inc()
 
     def capacity_refused(self, limit: str) -> None:
         self._capacity.labels(limit).inc()

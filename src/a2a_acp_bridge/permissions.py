@@ -149,6 +149,13 @@ class Rule(enum.Enum):
     READ_PROTECTED = "read-protected"
     SPECIAL_PATH = "special-path"
     UNREADABLE_PATH = "unreadable-path"
+    # the decision chain (decisions.py): the policy file, a supervisor, what went wrong
+    POLICY = "policy"
+    SUPERVISOR = "supervisor"
+    NO_SUPERVISOR = "no-supervisor"
+    SUPERVISOR_FAILED = "supervisor-failed"
+    DECISION_TIMEOUT = "decision-timeout"
+    LEDGER_FAILED = "ledger-failed"
     # decided before the classifier
     TURN_CANCELLED = "turn-cancelled"
     NO_TURN = "no-turn"

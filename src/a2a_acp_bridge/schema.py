@@ -94,6 +94,37 @@ conversations = Table(
     Column("last_used_ns", BigInteger, nullable=False),
 )
 
+# One permission decision of one decider (the ledger, ledger.py): what was asked, by whom,
+# what was answered, by which decider and rule, and how long it took.
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("time_ns", BigInteger, nullable=False),
+    Column("principal", String(255), nullable=False, default=DEFAULT_PRINCIPAL),
+    Column("context_id", String(255), nullable=True),
+    Column("task_id", String(255), nullable=True),
+    Column("session_id", String(255), nullable=True),
+    Column("adapter", Text, nullable=False),
+    Column("tool_call_id", Text, nullable=False),
+    Column("kind", String(32), nullable=True),
+    Column("title", Text, nullable=True),
+    # JSON: the paths as named, and the offered options [{optionId, kind}].
+    Column("locations", Text, nullable=False),
+    Column("command", Text, nullable=True),
+    Column("offered", Text, nullable=False),
+    Column("chosen", Text, nullable=True),
+    Column("verdict", String(16), nullable=False),
+    Column("decider", String(64), nullable=False),
+    Column("rule", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("latency_ns", BigInteger, nullable=False),
+    # Recorded by a decider that did not decide (ACP_POLICY_MODE=log-only).
+    Column("shadow", Boolean, nullable=False, default=False),
+    Index("decisions_time", "time_ns"),
+    Index("decisions_context", "context_id"),
+)
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -154,9 +185,43 @@ def _v2(conn: Connection) -> None:
     step.create_all(conn)
 
 
+def _v3(conn: Connection) -> None:
+    step = MetaData()
+    Table(
+        "decisions",
+        step,
+        Column("id", String(64), primary_key=True),
+        Column("time_ns", BigInteger, nullable=False),
+        Column("principal", String(255), nullable=False, default=DEFAULT_PRINCIPAL),
+        Column("context_id", String(255), nullable=True),
+        Column("task_id", String(255), nullable=True),
+        Column("session_id", String(255), nullable=True),
+        Column("adapter", Text, nullable=False),
+        Column("tool_call_id", Text, nullable=False),
+        Column("kind", String(32), nullable=True),
+        Column("title", Text, nullable=True),
+        # JSON: the paths as named, and the offered options [{optionId, kind}].
+        Column("locations", Text, nullable=False),
+        Column("command", Text, nullable=True),
+        Column("offered", Text, nullable=False),
+        Column("chosen", Text, nullable=True),
+        Column("verdict", String(16), nullable=False),
+        Column("decider", String(64), nullable=False),
+        Column("rule", Text, nullable=False),
+        Column("reason", Text, nullable=False),
+        Column("latency_ns", BigInteger, nullable=False),
+        # Recorded by a decider that did not decide (ACP_POLICY_MODE=log-only).
+        Column("shadow", Boolean, nullable=False, default=False),
+        Index("decisions_time", "time_ns"),
+        Index("decisions_context", "context_id"),
+    )
+    step.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
+    Migration(3, "decisions: the ledger of every permission decision", _v3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

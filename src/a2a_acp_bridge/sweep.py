@@ -4,9 +4,10 @@ Once at start and then every `SWEEP_EVERY_S` (a minute), the sweep asks the task
 delete the finished tasks older than A2A_TASK_TTL (those beyond A2A_TASK_RETENTION go as
 they are forgotten, a2a/store.py) and the bridge to remove the conversations unused for
 ACP_SANDBOX_TTL (their sandbox and record; never a handed ACP_CWD) and the empty
-directories a killed bridge left, and logs one line naming what went. It runs in the
-bridge's task group like its other background work: a pass that fails is logged and
-counted, and the next one comes a minute later.
+directories a killed bridge left, and the decision ledger to drop the decisions older than
+ACP_DECISION_TTL or beyond ACP_DECISION_RETENTION (ledger.py), and logs one line naming
+what went. It runs in the bridge's task group like its other background work: a pass that
+fails is logged and counted, and the next one comes a minute later.
 """
 
 from __future__ import annotations
@@ -35,14 +36,19 @@ class ConversationSweep(Protocol):
     async def sweep_conversations(self, now_ns: int) -> tuple[list[str], list[Path]]: ...
 
 
+class DecisionSweep(Protocol):
+    async def sweep(self, now_ns: int) -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class SweepReport:
     tasks: tuple[str, ...] = ()
     conversations: tuple[str, ...] = ()
     directories: tuple[Path, ...] = ()
+    decisions: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.tasks or self.conversations or self.directories)
+        return bool(self.tasks or self.conversations or self.directories or self.decisions)
 
 
 class Sweeper:
@@ -54,7 +60,9 @@ class Sweeper:
         every_s: float = SWEEP_EVERY_S,
         clock: Callable[[], int] = time.time_ns,
         on_failure: Callable[[], None] | None = None,
+        decisions: DecisionSweep | None = None,
     ) -> None:
+        self.decisions = decisions
         self.tasks = tasks
         self.conversations = conversations
         self.every_s = every_s
@@ -76,7 +84,8 @@ class Sweeper:
         now = self.clock() if now_ns is None else now_ns
         task_ids = await self.tasks.sweep(now)
         contexts, directories = await self.conversations.sweep_conversations(now)
-        report = SweepReport(tuple(task_ids), tuple(contexts), tuple(directories))
+        dropped = await self.decisions.sweep(now) if self.decisions is not None else []
+        report = SweepReport(tuple(task_ids), tuple(contexts), tuple(directories), len(dropped))
         if report:
             logger.info(
                 "swept",
@@ -84,6 +93,7 @@ class Sweeper:
                     "tasks": len(report.tasks),
                     "conversations": len(report.conversations),
                     "directories": len(report.directories),
+                    "decisions": report.decisions,
                     "task_ids": list(report.tasks[:LOGGED_IDS]),
                     "context_ids": list(report.conversations[:LOGGED_IDS]),
                 },

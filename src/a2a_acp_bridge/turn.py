@@ -12,6 +12,9 @@ about the task lives here once:
   for the caller's cancel, and also for the bridge's own reasons, a deadline or a mode the
   agent must not work in); from then on every permission request is answered `cancelled`;
 - the question the agent asked its user, waiting for the caller's answer;
+- the permission requests waiting for a supervisor's decision (`deciding_since`: the
+  turn's silence deadline is suspended meanwhile), and `stopped`, set at the interrupt, so
+  a pending decision is answered `cancelled` at once;
 - how the agent ended its prompt (`end`), and completion (`done`, set once the task's
   final state is published).
 """
@@ -76,6 +79,10 @@ class Turn:
     question: PendingQuestion | None = None
     end: TurnEnd | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    # Set when interrupted: a decision waiting on a supervisor ends `cancelled` at once.
+    stopped: anyio.Event = field(default_factory=anyio.Event)
+    # When each permission request still waiting for a supervisor began (monotonic).
+    _deciding: list[float] = field(default_factory=list)
     # Wakes whoever waits for this turn's place in the queue or for its adapter's start.
     _wake: anyio.Event = field(default_factory=anyio.Event)
 
@@ -102,6 +109,7 @@ class Turn:
         if self.interrupted:
             return False
         self.interrupted = True
+        self.stopped.set()
         question = self.question
         if question is not None:
             question.settle(QuestionReply("decline"))
@@ -114,6 +122,19 @@ class Turn:
             pending.settle(QuestionReply("decline"))
         self.question = pending
         return pending
+
+    def deciding(self, since: float) -> None:
+        """A permission request waits for a supervisor from `since` (monotonic)."""
+        self._deciding.append(since)
+
+    def decided(self, since: float) -> None:
+        if since in self._deciding:
+            self._deciding.remove(since)
+
+    @property
+    def deciding_since(self) -> float | None:
+        """When the oldest decision still waiting began, or None."""
+        return min(self._deciding) if self._deciding else None
 
     def answer(self, question_id: str, reply: QuestionReply) -> bool:
         """The caller's answer to the pending question; False if no such question waits."""

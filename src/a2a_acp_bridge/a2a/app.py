@@ -8,6 +8,8 @@
                                          task group or the SDK's request machinery is gone)
     GET  /readyz                         ready: a new conversation could get an adapter now
     GET  /metrics                        Prometheus text format (needs the token, if one is set)
+    GET  /decisions                      the decision ledger, JSON (needs the token, if one is
+                                         set; a2a/decisions_endpoint.py)
     *    /console/...                    the human console, behind ACP_CONSOLE_TOKEN
                                          (console_web.py), when ACP_SUPERVISOR names it
 
@@ -45,6 +47,7 @@ from starlette.routing import Route
 
 from a2a_acp_bridge.a2a.card import build_card
 from a2a_acp_bridge.a2a.compat import Compat03Adapter
+from a2a_acp_bridge.a2a.decisions_endpoint import decisions_endpoint
 from a2a_acp_bridge.a2a.discovery import CARD_PATH, LEGACY_CARD_PATH, CardEndpoint
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
@@ -62,7 +65,7 @@ from a2a_acp_bridge.console_web import PREFIX as CONSOLE_PREFIX
 from a2a_acp_bridge.console_web import ConsoleAuth, console_routes
 from a2a_acp_bridge.metrics import CONTENT_TYPE
 from a2a_acp_bridge.state_writer import StateHealth
-from a2a_acp_bridge.supervisors import find_console, supervisor_from
+from a2a_acp_bridge.supervisors import find_console
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +152,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     card = CardEndpoint(current_card, settings.card_v03)
 
     # --- issue 20: the supervisor and its human console (supervisors.py, console_web.py) ---
-    supervisor = supervisor_from(settings, metrics=bridge.metrics)
+    supervisor = bridge.decisions.supervisor
     console = find_console(supervisor)
     console_pages = []
     if console is not None and settings.console_token:
@@ -180,6 +183,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/decisions", decisions_endpoint(lambda: bridge.decisions.ledger), methods=["GET"]),
         # Before the SDK's per-tenant mount (/{tenant}/...), which would take /console/....
         *console_pages,
         Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),

@@ -23,6 +23,7 @@ from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.conversations import ConversationBook
+from a2a_acp_bridge.ledger import DecisionLedger
 from a2a_acp_bridge.push_key import push_cipher
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.sweep import Sweeper
@@ -46,8 +47,15 @@ class Persistence:
         self.push = push
         self.database = StateDatabase(settings.state_dir)
         self.book = ConversationBook(self.database)
+        # The decision ledger (ledger.py): the chain writes to it once the database runs.
+        self.ledger = DecisionLedger(
+            self.database, ttl_s=settings.decision_ttl_s, retention=settings.decision_retention
+        )
         self.sweeper = Sweeper(
-            task_store, bridge, on_failure=lambda: bridge.metrics.background_failed("sweep")
+            task_store,
+            bridge,
+            on_failure=lambda: bridge.metrics.background_failed("sweep"),
+            decisions=self.ledger,
         )
         self._cipher: MultiFernet | None = None
 
@@ -75,7 +83,11 @@ class Persistence:
             records = await self.book.load()
             self.bridge.restore(self.book, records)
             self.bridge.task_recorded = self.task_store.ensure_recorded
-            yield ended
+            self.bridge.decisions.ledger = self.ledger
+            try:
+                yield ended
+            finally:
+                self.bridge.decisions.ledger = None
 
     def start_sweeping(self) -> None:
         self.bridge.run_in_background(self.sweeper.run, "sweep")

@@ -8,7 +8,9 @@ keyword arguments named exactly as the SDK expects.
   and appends it to the session's `EventSink`. Every notification runs as its own asyncio
   task in the SDK, so awaiting here would let chunks overtake each other.
 - `request_permission` is answered by the classifier (`permissions.decide` and
-  `permissions.answer`), never by the A2A caller; every decision is logged and travels to
+  `permissions.answer`), or, when the bridge gives one, by its decision chain
+  (decisions.py: the floor, the policy, a supervisor, the table; its ledger row written
+  before the answer leaves), never by the A2A caller; every decision is logged and travels to
   the task as a `PermissionSeen` event. A request that arrives while no turn of the session
   runs, or after session/cancel, is answered `cancelled`.
 - `create_elicitation` (ACP `elicitation/create`, form mode) is a question for the
@@ -68,6 +70,7 @@ from pydantic import ValidationError
 
 from a2a_acp_bridge.adapters import is_unsupervised_mode, refusal_effect
 from a2a_acp_bridge.boundary import Boundary
+from a2a_acp_bridge.decisions import DecisionChain, Outcome, Where, bridge_outcome
 from a2a_acp_bridge.events import (
     FileChunk,
     FileDiff,
@@ -202,12 +205,14 @@ class BridgeClient:
         decider: Decider = decide,
         answerer: Answerer = answer,
         on_decision: Callable[[str, str], None] | None = None,
+        chain: DecisionChain | None = None,
     ) -> None:
         self.label = label
         self.sessions: dict[str, SessionState] = {}
         self._decide = decider
         self._answer = answerer
         self._on_decision = on_decision
+        self._chain = chain
 
     # --- session/update -----------------------------------------------------------------
 
@@ -306,6 +311,7 @@ class BridgeClient:
         state.sink.touch()
         request = self._request_from(state, tool_call, offered)
         turn = state.turn
+        early = turn is not None and turn.interrupted  # refused before any decider
         if turn is None:
             # Between turns nobody asked for this action: it is no task's to allow.
             reply = Answer(None, note="no turn is running")
@@ -315,13 +321,84 @@ class BridgeClient:
         elif turn.interrupted:
             reply = Answer(None, note="the turn is being cancelled")
             decision = Decision(False, Rule.TURN_CANCELLED, "the task was cancelled")
+        elif self._chain is not None:
+            decision, reply = await self._through_chain(
+                self._chain, state, turn, session_id, request, offered
+            )
         else:
             decision, reply = self._classify(state, request, offered)
+        if self._chain is not None and (turn is None or early):
+            self._note(self._chain, state, turn, session_id, request, decision, reply)
         self._record(state, turn, session_id, request, decision, reply)
         if reply.option_id is None:
             return _cancelled()
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=reply.option_id)
+        )
+
+    async def _through_chain(
+        self,
+        chain: DecisionChain,
+        state: SessionState,
+        turn: Turn,
+        session_id: str,
+        request: PermissionRequest,
+        offered: list[PermissionOption],
+    ) -> tuple[Decision, Answer]:
+        """The chain's verdict, its answer among the offered options, and its ledger rows,
+        written before the answer leaves (a row that cannot be written refuses)."""
+        where = self._where(turn, session_id)
+        seen = state.tool_calls.get(request.tool_call_id)
+        outcome = await chain.decide(
+            request,
+            state.boundary,
+            state.supervision,
+            where,
+            turn,
+            notify=state.sink.put,
+            diffs=seen.diffs if seen is not None else (),
+        )
+        if turn.interrupted:
+            reason = "the task was cancelled"
+            decision = Decision(False, Rule.TURN_CANCELLED, reason)
+            reply = Answer(None, note="the turn is being cancelled")
+            if outcome.ruling.verdict != "cancelled":
+                ruling = replace(outcome.ruling, verdict="cancelled", reason=reason)
+                outcome = Outcome(decision, (*outcome.rulings[:-1], ruling))
+        else:
+            decision, reply = self._classify(state, request, offered, outcome.decision)
+        allowed = decision.allow and reply.allows
+        if not await chain.record(outcome, request, where, chosen=reply.option_id, allowed=allowed):
+            decision, reply = _failed(decision, state, "the decision could not be recorded")
+            decision = replace(decision, rule=Rule.LEDGER_FAILED)
+        return decision, reply
+
+    def _where(self, turn: Turn | None, session_id: str) -> Where:
+        return Where(
+            adapter=self.label,
+            session_id=session_id,
+            context_id=turn.context_id if turn is not None else None,
+            task_id=turn.task_id if turn is not None else None,
+        )
+
+    def _note(
+        self,
+        chain: DecisionChain,
+        state: SessionState,
+        turn: Turn | None,
+        session_id: str,
+        request: PermissionRequest,
+        decision: Decision,
+        reply: Answer,
+    ) -> None:
+        """A decision the bridge made before the chain (no turn, cancelled, malformed):
+        recorded with the next batch."""
+        chain.note(
+            bridge_outcome(decision),
+            request,
+            self._where(turn, session_id),
+            chosen=reply.option_id,
+            allowed=decision.allow and reply.allows,
         )
 
     def _record(
@@ -404,17 +481,23 @@ class BridgeClient:
         state.sink.touch()
         effect = refusal_effect(state.supervision.profile, None, leaving_plan=False)
         reply = Answer(None, turn_effect=effect, note=problem)
+        if self._chain is not None:
+            self._note(self._chain, state, turn, str(session_id), request, decision, reply)
         self._record(state, turn, str(session_id), request, decision, reply)
 
     def _classify(
-        self, state: SessionState, request: PermissionRequest, offered: list[PermissionOption]
+        self,
+        state: SessionState,
+        request: PermissionRequest,
+        offered: list[PermissionOption],
+        decided: Decision | None = None,
     ) -> tuple[Decision, Answer]:
-        """`decide` then `answer`, failing closed: whatever a classifier (ours or an external
-        channel's) raises or returns, only an offered id goes out, and an allow option only
-        when the decision allowed."""
+        """`decide` (unless the chain `decided`) then `answer`, failing closed: whatever a
+        classifier (ours or an external channel's) raises or returns, only an offered id
+        goes out, and an allow option only when the decision allowed."""
         where = {"agent": self.label, "tool_call_id": request.tool_call_id}
         try:
-            decision = self._decide(request, state.boundary, state.supervision)
+            decision = decided or self._decide(request, state.boundary, state.supervision)
         except Exception:
             logger.exception("the permission classifier failed; refusing", extra=where)
             decision = Decision(False, Rule.CLASSIFIER_FAILED, "the permission classifier failed")

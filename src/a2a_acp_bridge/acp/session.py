@@ -48,6 +48,7 @@ from a2a_acp_bridge.adapters import READ_ONLY_MODES, is_unsupervised_mode, profi
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.deadlines import Due, TurnDeadlines
+from a2a_acp_bridge.decisions import DecisionChain
 from a2a_acp_bridge.errors import (
     AdapterError,
     AdapterExitedError,
@@ -97,6 +98,8 @@ class SessionSpec:
     answerer: Answerer = answer
     # Told of every permission decision: (verdict "allow" | "deny", rule). For metrics.
     on_decision: Callable[[str, str], None] | None = None
+    # The decision chain (decisions.py: policy, supervisor, ledger); None: the classifier.
+    chain: DecisionChain | None = None
     auth_method: str | None = None  # the operator's choice (ACP_AUTH_METHOD)
     on_step: StepCallback | None = None  # told of each start step that succeeded (doctor)
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # ACP_MAX_LINE_BYTES
@@ -114,7 +117,11 @@ class AgentSession:
         self.process = process
         self.spec = spec
         self.client = BridgeClient(
-            spec.label, spec.decider, spec.answerer, on_decision=spec.on_decision
+            spec.label,
+            spec.decider,
+            spec.answerer,
+            on_decision=spec.on_decision,
+            chain=spec.chain,
         )
         self.transport = StdioTransport(
             process.stdout,
@@ -603,6 +610,7 @@ class AgentSession:
                 deadlines.interrupted(now)
             question = turn.question
             deadlines.question(question.asked_at if question is not None else None, now)
+            deadlines.decision(turn.deciding_since, now)  # a supervisor is being asked
             step = deadlines.next(now, sink.last_activity)
             if step.due is Due.WAIT:
                 with anyio.move_on_after(step.in_s):
