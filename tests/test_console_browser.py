@@ -5,25 +5,32 @@ agent wrote stays text."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright
 
-from tests.support.console import CONSOLE_TOKEN, ConsoleBridge, serve_console
+from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, scripted_agent
+from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, ConsoleBridge, serve_console
 from tests.support.supervisor import question
+from tests.support.wire import answer_text, send
 
 pytestmark = pytest.mark.anyio
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 HAVE_CHROMIUM = Path(CHROMIUM).exists()
 # Every wait of the browser's (a selector, a navigation), in milliseconds.
 BROWSER_WAIT_MS = 20_000
+# A real task's whole turn: an adapter starts, asks, waits for the click, ends.
+TASK_WAIT_S = 60.0
 HOSTILE_COMMAND = (
     '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
     "rm -rf / && echo '</pre><b id=bold>x</b>'"
@@ -158,3 +165,92 @@ async def test_a_wrong_token_in_the_form_opens_nothing_and_the_cookie_is_out_of_
         ]
         assert await page.evaluate("document.cookie") == ""
         assert CONSOLE_TOKEN not in page.url
+
+
+# --- end to end: real tasks wait on real ACP permission requests --------------------------
+
+EXAMPLE_POLICY = Path(__file__).resolve().parents[1] / "examples" / "policy-handed-repo.toml"
+
+
+def push_step(command: str, call_id: str) -> dict[str, Any]:
+    """The agent asks to run `command` (claude's Bash tool call, as captured)."""
+    return {
+        "op": "permission",
+        "tool_call": {
+            "toolCallId": call_id,
+            "name": "Bash",
+            "status": "pending",
+            "rawInput": {"command": command, "description": "publish the work"},
+            "title": command,
+            "kind": "execute",
+            "content": [],
+            "locations": [],
+        },
+        "options": [["allow-once", "Yes", "allow_once"], ["reject", "No", "reject_once"]],
+    }
+
+
+async def test_an_operator_decides_for_two_real_tasks_waiting_on_git_push(
+    tmp_path: Path, browser: Browser
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    script = {
+        "agent_info": CLAUDE_INFO,
+        "modes": CLAUDE_MODES,
+        "config_mode": True,
+        "turns": [[push_step("git push origin main", "toolu_push_1")]],
+    }
+    agent = scripted_agent(tmp_path, script, "push")
+    async with serve_console(
+        tmp_path,
+        ACP_AGENT=agent,
+        ACP_CWD=str(repo),
+        ACP_POLICY=str(EXAMPLE_POLICY),
+    ) as bridge:
+        headers = {"Authorization": f"Bearer {A2A_TOKEN}"}
+        tasks: dict[str, dict[str, Any]] = {}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=TASK_WAIT_S) as client,
+            anyio.create_task_group() as group,
+        ):
+
+            async def run(name: str) -> None:
+                tasks[name] = await send(client, bridge.running.rpc_url, f"push it ({name})")
+
+            group.start_soon(run, "first")
+            page = await log_in(browser, bridge)
+            waiting = await bridge.until_waiting(1)
+            # A second conversation's agent asks the same while the first still waits.
+            group.start_soon(run, "second")
+            waiting = await bridge.until_waiting(2)
+            first, second = waiting
+            assert first["command"] == second["command"] == "git push origin main"
+            assert first["rule"] == second["rule"] == "push-asks"
+            assert first["context_id"] != second["context_id"]
+            assert first["root"] == str(repo.resolve())
+            await page.wait_for_selector(card(first["id"]))
+            await page.wait_for_selector(card(second["id"]))
+            await page.fill(f"{card(first['id'])} .reason", "reviewed, ship it")
+            await page.click(f"{card(first['id'])} .allow")
+            await page.fill(f"{card(second['id'])} .reason", "not this one")
+            await page.click(f"{card(second['id'])} .deny")
+        by_context = {task["contextId"]: task for task in tasks.values()}
+        allowed = by_context[first["context_id"]]
+        denied = by_context[second["context_id"]]
+        assert "permission toolu_push_1: allow-once" in answer_text(allowed)
+        assert "permission toolu_push_1: reject" in answer_text(denied)
+        # The caller was told why it waited, and why it was refused.
+        for task in (allowed, denied):
+            lines = [
+                "".join(p.get("text", "") for p in m.get("parts", []))
+                for m in task.get("history", [])
+            ]
+            assert any("waiting for the operator's decision on" in line for line in lines), lines
+        assert "not this one" in json.dumps(denied)
+        # Both decisions are in the ledger with the console as their decider.
+        async with httpx.AsyncClient(headers=headers) as client:
+            ledger = (await client.get(bridge.url + "/decisions")).json()["decisions"]
+        decided = {(e["contextId"], e["decider"], e["verdict"]) for e in ledger}
+        assert (first["context_id"], "console", "allow") in decided
+        assert (second["context_id"], "console", "deny") in decided
