@@ -199,7 +199,12 @@ async def test_an_operator_decides_for_two_real_tasks_waiting_on_git_push(
         "agent_info": CLAUDE_INFO,
         "modes": CLAUDE_MODES,
         "config_mode": True,
-        "turns": [[push_step("git push origin main", "toolu_push_1")]],
+        "turns": [
+            [
+                push_step("npm test", "toolu_test_1"),  # the policy allows it: no click
+                push_step("git push origin main", "toolu_push_1"),
+            ]
+        ],
     }
     agent = scripted_agent(tmp_path, script, "push")
     async with serve_console(
@@ -254,3 +259,10 @@ async def test_an_operator_decides_for_two_real_tasks_waiting_on_git_push(
         decided = {(e["contextId"], e["decider"], e["verdict"]) for e in ledger}
         assert (first["context_id"], "console", "allow") in decided
         assert (second["context_id"], "console", "deny") in decided
+        assert (first["context_id"], "policy", "allow") in decided
+        # The console lists the policy's decisions beside its own.
+        await page.wait_for_function(
+            "[...document.querySelectorAll('#recent tbody tr')]"
+            ".some(row => row.textContent.includes('policy: run-tests'))"
+        )
+        assert "permission toolu_test_1: allow-once" in answer_text(allowed)

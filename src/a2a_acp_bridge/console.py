@@ -152,6 +152,7 @@ class ConsoleSupervisor:
                 **question_view(question),
                 "diff": None,
                 "verdict": verdict,
+                "by": self.name,
                 "how": how,
                 "answer_reason": reason,
                 "decider": self.name,

@@ -31,12 +31,13 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -55,6 +56,10 @@ SESSION_TTL_S = 12 * 3600.0
 MAX_SESSIONS = 64
 # Server-sent events keep-alive, so proxies do not close an idle stream.
 EVENTS_PING_S = 15.0
+# The ledger does not say when it grows: the events stream looks at it this often.
+LEDGER_LOOK_S = 1.0
+# Recent decisions shown.
+RECENT_SHOWN = 50
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -140,8 +145,15 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc.lower() == request.headers.get("host", "").lower()
 
 
-def console_routes(console: ConsoleSupervisor, auth: ConsoleAuth) -> list[BaseRoute]:
-    """The console's routes, to mount in the bridge's app."""
+# The recent decisions from the ledger (every decider's, newest first), when there is one.
+Recent = Callable[[int], list[dict[str, Any]]]
+
+
+def console_routes(
+    console: ConsoleSupervisor, auth: ConsoleAuth, *, recent: Recent | None = None
+) -> list[BaseRoute]:
+    """The console's routes, to mount in the bridge's app. `recent`: the ledger's last
+    decisions (ledger_recent), shown beside the console's own."""
 
     def allowed(request: Request) -> bool:
         return auth.bearer_ok(request) or auth.session(request) is not None
@@ -150,7 +162,11 @@ def console_routes(console: ConsoleSupervisor, auth: ConsoleAuth) -> list[BaseRo
         return _json({"error": "unauthorized", "message": "Log in to the console first."}, 401)
 
     def snapshot() -> dict[str, Any]:
-        return {"now": time.time(), "waiting": console.waiting(), "recent": console.recent()}
+        # The console's own outcomes (decided, expired, cancelled), and every other
+        # decider's from the ledger (the policy, the table, the webhook), newest first.
+        others = [row for row in (recent(RECENT_SHOWN) if recent else []) if row["by"] != "console"]
+        rows = sorted([*console.recent(), *others], key=lambda row: row["ended_at"], reverse=True)
+        return {"now": time.time(), "waiting": console.waiting(), "recent": rows[:RECENT_SHOWN]}
 
     async def page(request: Request) -> Response:
         session = auth.session(request)
@@ -211,10 +227,15 @@ def console_routes(console: ConsoleSupervisor, auth: ConsoleAuth) -> list[BaseRo
             return unauthorised()
 
         async def stream() -> AsyncIterator[dict[str, str]]:
+            sent: dict[str, Any] | None = None
             while True:
                 version = console.version
-                yield {"event": "state", "data": json.dumps(snapshot())}
-                await console.changed(version)
+                state = snapshot()
+                if sent is None or {**state, "now": 0} != {**sent, "now": 0}:
+                    sent = state
+                    yield {"event": "state", "data": json.dumps(state)}
+                with anyio.move_on_after(LEDGER_LOOK_S if recent is not None else EVENTS_PING_S):
+                    await console.changed(version)
 
         return EventSourceResponse(stream(), ping=EVENTS_PING_S, headers=SECURITY_HEADERS)
 
@@ -271,6 +292,32 @@ def console_routes(console: ConsoleSupervisor, auth: ConsoleAuth) -> list[BaseRo
         Route(f"{PREFIX}/events", events, methods=["GET"]),
         Route(f"{PREFIX}/decisions/{{question_id}}", decide, methods=["POST"]),
     ]
+
+
+def ledger_recent(entries: Callable[[int], list[Any]] | None) -> Recent:
+    """The ledger's recent entries (ledger.LedgerEntry) as the console's recent rows (none
+    while the ledger is not open)."""
+
+    def rows(limit: int) -> list[dict[str, Any]]:
+        found = entries(limit) if entries is not None else []
+        return [
+            {
+                "id": entry.id,
+                "ended_at": entry.time_ns / 1e9,
+                "verdict": entry.verdict,
+                "by": entry.decider,
+                "how": f"{entry.decider}: {entry.rule}" + (" (shadow)" if entry.shadow else ""),
+                "kind": entry.kind,
+                "command": entry.command,
+                "title": entry.title,
+                "task_id": entry.task_id,
+                "context_id": entry.context_id,
+                "answer_reason": entry.reason,
+            }
+            for entry in found
+        ]
+
+    return rows
 
 
 def _client(request: Request) -> str:

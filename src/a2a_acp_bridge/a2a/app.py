@@ -33,6 +33,7 @@ import logging
 import os
 import shutil
 from collections.abc import AsyncIterator
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import create_rest_routes
@@ -62,7 +63,7 @@ from a2a_acp_bridge.a2a.rest03 import Rest03Adapter
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.console_web import PREFIX as CONSOLE_PREFIX
-from a2a_acp_bridge.console_web import ConsoleAuth, console_routes
+from a2a_acp_bridge.console_web import ConsoleAuth, console_routes, ledger_recent
 from a2a_acp_bridge.metrics import CONTENT_TYPE
 from a2a_acp_bridge.state_writer import StateHealth
 from a2a_acp_bridge.supervisors import find_console
@@ -157,8 +158,16 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     console_pages = []
     if console is not None and settings.console_token:
         secure = (settings.public_url or "").startswith("https://")
+        chain = bridge.decisions
+
+        def ledger_entries(limit: int) -> list[Any]:
+            # The ledger is attached once the state database is open.
+            return chain.ledger.recent(limit) if chain.ledger is not None else []
+
         console_pages = console_routes(
-            console, ConsoleAuth(settings.console_token, secure_cookie=secure)
+            console,
+            ConsoleAuth(settings.console_token, secure_cookie=secure),
+            recent=ledger_recent(ledger_entries),
         )
     # --- end of the supervisor ---
 
