@@ -17,8 +17,8 @@ import pytest
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.cli import main
 from a2a_acp_bridge.command_line import parse_command
-from a2a_acp_bridge.policy import Policy, PolicyError, load_policy, parse_policy
 from a2a_acp_bridge.permissions import PermissionRequest
+from a2a_acp_bridge.policy import Policy, PolicyError, load_policy, parse_policy
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "policy-handed-repo.toml"
 
@@ -224,7 +224,8 @@ def test_a_denial_is_not_walked_around_by_paths_or_wrappers(
     policy: Policy, root: Path, command: str
 ) -> None:
     found = verdict(policy, execute(command), root)
-    assert found is not None and found[0] == "deny", found
+    assert found is not None
+    assert found[0] == "deny", found
 
 
 @pytest.mark.parametrize(
@@ -252,7 +253,8 @@ def test_precedence_is_deny_then_ask_then_allow_in_any_order(root: Path) -> None
     rules = [
         '[[rule]]\nid = "a"\nkind = "execute"\ndecision = "allow"\ncommands = ["git"]\n',
         '[[rule]]\nid = "k"\nkind = "execute"\ndecision = "ask"\ncommands = ["git push"]\n',
-        '[[rule]]\nid = "d"\nkind = "execute"\ndecision = "deny"\ncommands = ["git push --force"]\n',
+        '[[rule]]\nid = "d"\nkind = "execute"\ndecision = "deny"\n'
+        'commands = ["git push --force"]\n',
     ]
     for order in itertools.permutations(rules):
         policy = parse_policy("\n".join(order))
