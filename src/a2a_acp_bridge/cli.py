@@ -1,4 +1,4 @@
-"""The command line: `serve`, `doctor`, `send` and `card`.
+"""The command line: `serve`, `doctor`, `send`, `card`, `policy` and `decisions`.
 
 This is the only module that reads the environment, the `.env` file and argv. A bad value
 stops the start with one line naming the variable and the problem, and exit status 2.
@@ -123,6 +123,31 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--task", help="send into this taskId")
     _token_flag(send)
 
+    policy = commands.add_parser("policy", help="check a policy file (ACP_POLICY) or explain it")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    check = policy_commands.add_parser("check", help="validate, run the examples, print the rules")
+    check.add_argument("file", type=Path)
+    explain = policy_commands.add_parser(
+        "explain", help="decide one made-up request with the policy and say who decided"
+    )
+    explain.add_argument("file", type=Path)
+    explain.add_argument("--kind", required=True, help="execute, edit, read, fetch, other, ...")
+    explain.add_argument("--command", dest="command_line", help="an execute's command line")
+    explain.add_argument("--path", action="append", default=[], help="a path (repeatable)")
+    explain.add_argument("--url", help="the URL of a fetch")
+    explain.add_argument("--title", help="the tool call's title (other)")
+    explain.add_argument("--root", type=Path, help="the working directory (default: here)")
+    explain.add_argument("--owned", action="store_true", help="the root is a bridge sandbox")
+    explain.add_argument("--allow-execute", action="store_true", help="as ACP_ALLOW_EXECUTE")
+
+    decisions = commands.add_parser(
+        "decisions", help="print the decision ledger of ACP_STATE_DIR, newest first"
+    )
+    decisions.add_argument("--context", help="only this contextId")
+    decisions.add_argument("--since", help="only from this time (ISO 8601 UTC or epoch seconds)")
+    decisions.add_argument("--limit", type=int, default=100, help="at most this many (100)")
+    decisions.add_argument("--json", action="store_true", help="JSON instead of lines")
+
     card = commands.add_parser("card", help="print the agent card")
     card.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     _token_flag(card)
@@ -156,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "doctor":
         return _doctor(args)
+    if args.command in ("policy", "decisions"):
+        return _decision_channel(args)
     from a2a_acp_bridge.a2a.client import print_card, send_and_print
 
     try:
@@ -166,6 +193,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "send":
         return asyncio.run(send_and_print(args.url, args.text, args.context, args.task, token))
     return asyncio.run(print_card(args.url, token))
+
+
+def _decision_channel(args: argparse.Namespace) -> int:
+    from a2a_acp_bridge import decisions_cli
+
+    if args.command == "policy" and args.policy_command == "check":
+        return decisions_cli.check_policy(args.file, sys.stdout)
+    if args.command == "policy":
+        return decisions_cli.explain(
+            args.file,
+            sys.stdout,
+            kind=args.kind,
+            command=args.command_line,
+            paths=args.path,
+            url=args.url,
+            title=args.title,
+            root=args.root,
+            owned=args.owned,
+            allow_execute=args.allow_execute,
+        )
+    cwd = Path.cwd()
+    try:
+        env = effective_environment(os.environ, {}, cwd)
+        settings = Settings.from_env(env, cwd=cwd, insecure=True)
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return decisions_cli.show_decisions(
+        settings.state_dir,
+        sys.stdout,
+        context_id=args.context,
+        since=args.since,
+        limit=max(1, args.limit),
+        as_json=args.json,
+    )
 
 
 def _doctor(args: argparse.Namespace) -> int:
