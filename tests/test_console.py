@@ -280,3 +280,34 @@ async def test_the_console_is_not_served_when_no_supervisor_names_it(tmp_path: P
             assert "console/login" not in response.text
         decide = await c.post("/console/decisions/" + "0" * 32, json={"verdict": "allow"})
         assert decide.status_code in (404, 405, 415)
+
+
+async def test_a_wait_the_chains_deadline_cancels_counts_as_expired_not_cancelled() -> None:
+    import anyio
+
+    q = question()
+    now = [time.time()]
+    outcomes: list[tuple[str, str | None]] = []
+    console = ConsoleSupervisor(
+        clock=lambda: now[0],
+        on_outcome=lambda verdict, _s, cause: outcomes.append((verdict, cause)),
+    )
+    async with anyio.create_task_group() as group:
+        group.start_soon(console.ask, q)
+        while not console.waiting():
+            await console.changed(console.version)
+        now[0] = q.deadline  # the chain's fail_after fires at the question's deadline
+        group.cancel_scope.cancel()
+    assert console.recent()[0]["how"] == "expired"
+    assert outcomes == [("deny", "timeout")]
+
+
+async def test_an_oversized_login_form_is_refused_unread(tmp_path: Path) -> None:
+    async with serve_console(tmp_path) as bridge, httpx.AsyncClient(base_url=bridge.url) as c:
+        response = await c.post(
+            "/console/login",
+            content="token=" + "x" * 10_000,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert response.status_code == 400
+        assert "set-cookie" not in response.headers

@@ -28,6 +28,8 @@ RECENT_LIMIT = 50
 # Ended question ids remembered, so a late click gets "too late", not "unknown".
 ENDED_MEMORY = 1000
 MAX_REASON_CHARS = 500
+# A wait cancelled this close to its deadline was ended by the deadline, not by a cancel.
+DEADLINE_SLACK_S = 0.1
 
 Outcome = Callable[[str, float, str | None], None]  # (verdict, seconds, failure cause)
 Decided = Literal["decided", "unknown", "gone"]
@@ -99,6 +101,9 @@ class ConsoleSupervisor:
                 how = "decided"
             return waiting.answer
         finally:
+            if how == "cancelled" and self._clock() >= question.deadline - DEADLINE_SLACK_S:
+                # The chain's own deadline (the same instant) cancelled the wait.
+                how = "expired"
             self._waiting.pop(question.id, None)
             self._end(waiting, how, time.monotonic() - started)
 

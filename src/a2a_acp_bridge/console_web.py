@@ -60,6 +60,8 @@ EVENTS_PING_S = 15.0
 LEDGER_LOOK_S = 1.0
 # Recent decisions shown.
 RECENT_SHOWN = 50
+# A login form holds one token: anything bigger is not one (and is not worth parsing).
+MAX_LOGIN_BYTES = 4096
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -181,8 +183,11 @@ def console_routes(
             "application/x-www-form-urlencoded"
         ):
             return _login_page("Send the login form.", 400)
+        raw = await request.body()
+        if len(raw) > MAX_LOGIN_BYTES:
+            return _login_page("Send the login form.", 400)
         try:
-            fields = parse_qs((await request.body()).decode("utf-8"), max_num_fields=4)
+            fields = parse_qs(raw.decode("utf-8"), max_num_fields=4)
         except (UnicodeDecodeError, ValueError):
             return _login_page("Send the login form.", 400)
         offered = (fields.get("token") or [""])[0].strip()
