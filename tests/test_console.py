@@ -164,7 +164,10 @@ async def test_a_cookie_without_the_right_csrf_token_or_from_another_origin_is_r
             assert q.id not in bridge.answers
 
 
-async def test_the_bearer_header_decides_without_a_cookie(tmp_path: Path) -> None:
+async def test_the_bearer_header_decides_without_a_cookie(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="a2a_acp_bridge.console")
     async with serve_console(tmp_path) as bridge, httpx.AsyncClient(base_url=bridge.url) as c:
         q = question()
         bridge.park(q)
@@ -175,6 +178,12 @@ async def test_the_bearer_header_decides_without_a_cookie(tmp_path: Path) -> Non
         assert response.status_code == 200
         answer = await bridge.answer_of(q.id)
         assert (answer.verdict, answer.reason) == ("deny", "the operator denied it")
+    # One log line for the decision: who asked, who clicked, never the console token.
+    [line] = [r for r in caplog.records if r.getMessage() == "supervisor answered"]
+    assert vars(line)["principal"] == "default"
+    assert vars(line)["by"] == "127.0.0.1"
+    assert vars(line)["verdict"] == "deny"
+    assert all(CONSOLE_TOKEN not in str(value) for value in vars(line).values())
 
 
 async def test_an_unknown_id_is_404_and_a_second_or_late_click_409(tmp_path: Path) -> None:

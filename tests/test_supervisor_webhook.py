@@ -67,7 +67,7 @@ async def test_the_request_is_signed_over_its_timestamp_and_body_and_carries_the
     assert abs(int(stamp) - time.time()) < REPLAY_WINDOW_S
     assert check_request(SECRET, request.headers, request.body, now=time.time()) is None
     body = request.json
-    assert body["id"] == q.id == request.headers["x-bridge-id"]
+    assert body["id"] == q.id == request.headers["x-bridge-id"] == request.headers["x-request-id"]
     assert body["principal"] == "default"
     assert (body["context_id"], body["task_id"], body["session_id"]) == (
         "ctx-1",

@@ -42,6 +42,7 @@ class Waiting:
     question: Question
     done: anyio.Event
     answer: Answer | None = None
+    by: str = ""  # who clicked (the client's address), for the log line
 
 
 def question_view(question: Question) -> dict[str, Any]:
@@ -107,9 +108,9 @@ class ConsoleSupervisor:
             self._waiting.pop(question.id, None)
             self._end(waiting, how, time.monotonic() - started)
 
-    def decide(self, question_id: str, verdict: str, reason: str) -> Decided:
-        """Answer a waiting question (a click): `unknown` id, `gone` (decided, expired or
-        cancelled already), or `decided`."""
+    def decide(self, question_id: str, verdict: str, reason: str, *, by: str = "") -> Decided:
+        """Answer a waiting question (a click from `by`): `unknown` id, `gone` (decided,
+        expired or cancelled already), or `decided`."""
         waiting = self._waiting.get(question_id)
         if waiting is not None and waiting.answer is not None:
             return "gone"  # clicked twice, or from two windows: the first click stands
@@ -122,6 +123,7 @@ class ConsoleSupervisor:
         waiting.answer = Answer(
             "allow" if verdict == "allow" else "deny", text or default, self.name
         )
+        waiting.by = by
         waiting.done.set()
         return "decided"
 
@@ -180,5 +182,6 @@ class ConsoleSupervisor:
                 "verdict": verdict,
                 "cause": cause,
                 "latency_ms": round(elapsed * 1000, 1),
+                "by": waiting.by or None,
             },
         )

@@ -271,7 +271,7 @@ def console_routes(
                 400,
             )
         question_id = request.path_params["question_id"]
-        outcome = console.decide(question_id, verdict, reason)
+        outcome = console.decide(question_id, verdict, reason, by=_client(request))
         if outcome == "unknown":
             return _json({"error": "not_found", "message": "No such question."}, 404)
         if outcome == "gone":
@@ -282,10 +282,7 @@ def console_routes(
                 },
                 409,
             )
-        logger.info(
-            "console decision",
-            extra={"question": question_id, "verdict": verdict, "client": _client(request)},
-        )
+        # The decision's one log line is the console's own ("supervisor answered").
         return _json({"decided": verdict})
 
     return [

@@ -338,6 +338,8 @@ class WebhookSupervisor:
             ID_HEADER: question.id,
             TIMESTAMP_HEADER: timestamp,
             SIGNATURE_HEADER: sign(self._secret, request_message(timestamp, body)),
+            # AuthZEN's request id header (and harmless in the bridge format).
+            "X-Request-ID": question.id,
         }
         budget = min(self.timeout_s, question.deadline - self._clock() - DEADLINE_MARGIN_S)
         if budget <= 0:
