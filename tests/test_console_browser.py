@@ -5,6 +5,7 @@ agent wrote stays text."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,7 +18,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import uvicorn
 from playwright.async_api import Browser, Page, async_playwright
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
 from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, scripted_agent
 from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, ConsoleBridge, serve_console
@@ -31,6 +37,8 @@ HAVE_CHROMIUM = Path(CHROMIUM).exists()
 BROWSER_WAIT_MS = 20_000
 # A real task's whole turn: an adapter starts, asks, waits for the click, ends.
 TASK_WAIT_S = 60.0
+# How long the attacker's page server gets to start.
+PAGE_START_S = 10.0
 HOSTILE_COMMAND = (
     '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
     "rm -rf / && echo '</pre><b id=bold>x</b>'"
@@ -266,3 +274,59 @@ async def test_an_operator_decides_for_two_real_tasks_waiting_on_git_push(
             ".some(row => row.textContent.includes('policy: run-tests'))"
         )
         assert "permission toolu_test_1: allow-once" in answer_text(allowed)
+
+
+async def test_a_page_on_another_origin_cannot_decide_with_the_operators_cookie(
+    tmp_path: Path, browser: Browser
+) -> None:
+    # 127.0.0.1 on another port is another origin but the same site: the SameSite=Strict
+    # cookie goes along, so the CSRF token and the Origin check are what refuse it. The
+    # attack is the classic one: a text/plain form whose body parses as JSON.
+    async with serve_console(tmp_path) as bridge:
+        q = question(command="git push --force origin main")
+        bridge.park(q)
+        await bridge.until_waiting(1)
+        page = await log_in(browser, bridge)
+        await page.wait_for_selector(card(q.id))
+        target = f"{bridge.url}/console/decisions/{q.id}"
+        evil = (
+            "<!doctype html><form id=f method=post enctype=text/plain "
+            f'action="{target}"><input name=\'{{"verdict":"allow","reason":"\' '
+            "value='pwned\"}'></form><script>document.getElementById('f').submit()</script>"
+        )
+        async with serve_page(evil) as evil_url:
+            attacked = await page.context.new_page()
+            async with attacked.expect_response(target) as caught:
+                await attacked.goto(evil_url)
+            response = await caught.value
+            assert response.status == 403
+        assert [w["id"] for w in bridge.console.waiting()] == [q.id]
+        assert q.id not in bridge.answers
+        # The operator's own click still works.
+        await page.click(f"{card(q.id)} .deny")
+        assert (await bridge.answer_of(q.id)).verdict == "deny"
+
+
+@contextlib.asynccontextmanager
+async def serve_page(html: str) -> AsyncIterator[str]:
+    """`html` served at / by a server of its own on 127.0.0.1 (another origin)."""
+
+    async def page(_request: Request) -> Response:
+        return HTMLResponse(html)
+
+    app = Starlette(routes=[Route("/", page)])
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+    )
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        with anyio.fail_after(PAGE_START_S):
+            while not server.started:
+                if server.should_exit:
+                    raise RuntimeError("the page server did not start")
+                await anyio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}/"
+        finally:
+            server.should_exit = True
