@@ -264,6 +264,17 @@ CONSOLE_TOKEN = "c" * 32
             id="console-without-token",
         ),
         pytest.param(
+            {
+                "ACP_SUPERVISOR": "webhook,console",
+                "ACP_SUPERVISOR_URL": "https://pdp.example/decide",
+                "ACP_SUPERVISOR_SECRET": SUPERVISOR_SECRET,
+                "ACP_CONSOLE_TOKEN": CONSOLE_TOKEN,
+                "ACP_SUPERVISOR_TIMEOUT_MS": "120000",
+            },
+            "ACP_SUPERVISOR_TIMEOUT_MS: must be below ACP_DECISION_TIMEOUT_MS",
+            id="webhook-eats-the-consoles-time",
+        ),
+        pytest.param(
             {"ACP_SUPERVISOR": "console", "ACP_CONSOLE_TOKEN": TOKEN, "A2A_TOKEN": TOKEN},
             "ACP_CONSOLE_TOKEN: must differ from every A2A token",
             id="console-token-is-the-callers",

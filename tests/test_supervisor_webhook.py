@@ -114,6 +114,15 @@ async def test_a_supervisor_slower_than_the_deadline_is_a_deny_before_it() -> No
         assert time.time() < q.deadline
 
 
+async def test_a_supervisor_slower_than_its_own_timeout_is_a_deny() -> None:
+    async with serve_supervisor(signed({})) as hook:
+        hook.reply = never_answer(lambda: hook.release)
+        supervisor = WebhookSupervisor(hook.url, SECRET, timeout_s=0.5)
+        result = await supervisor.consult(question())  # the deadline is a minute away
+        assert isinstance(result, Failure)
+        assert (result.cause, result.detail) == ("timeout", "no answer within 0.5 s")
+
+
 async def test_a_question_already_past_its_deadline_is_not_sent() -> None:
     async with serve_supervisor(signed({"decision": "allow"})) as hook:
         supervisor = WebhookSupervisor(hook.url, SECRET)

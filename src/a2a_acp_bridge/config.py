@@ -435,6 +435,15 @@ def check_supervisors(settings: Settings) -> None:
             "ACP_SUPERVISOR",
             "`webhook` needs ACP_SUPERVISOR_SECRET (requests and answers are signed)",
         )
+    if names == ("webhook", "console") and (
+        settings.supervisor_timeout_s >= settings.decision_timeout_s
+    ):
+        # The webhook would use up the whole deadline: the operator would never be asked.
+        raise ConfigError(
+            "ACP_SUPERVISOR_TIMEOUT_MS",
+            "must be below ACP_DECISION_TIMEOUT_MS with `webhook,console`, so the console "
+            "has time when the webhook gives no verdict",
+        )
     if "console" in names and not settings.console_token:
         # The A2A caller holds the A2A tokens: with them it could approve its own requests.
         raise ConfigError("ACP_SUPERVISOR", "`console` needs ACP_CONSOLE_TOKEN")
