@@ -13,7 +13,7 @@ import pytest
 from a2a_acp_bridge.console import ConsoleSupervisor
 from a2a_acp_bridge.console_web import COOKIE
 from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, serve_console
-from tests.support.supervisor import question
+from tests.support.scripted_supervisor import question
 
 pytestmark = pytest.mark.anyio
 CONSOLE_BEARER = {"Authorization": f"Bearer {CONSOLE_TOKEN}"}

@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, scripted_agent
 from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, ConsoleBridge, serve_console
-from tests.support.supervisor import question
+from tests.support.scripted_supervisor import question
 from tests.support.wire import answer_text, send
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from a2a_acp_bridge.supervisor_webhook import (
     request_message,
     sign,
 )
-from tests.support.supervisor import question
+from tests.support.scripted_supervisor import question
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "decisions.md"
 SECRET = "an-example-secret-of-32-or-more-characters"

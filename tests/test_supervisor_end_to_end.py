@@ -14,8 +14,8 @@ import pytest
 
 from tests.support.agents import CLAUDE_INFO, CLAUDE_MODES, scripted_agent
 from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, serve_console
+from tests.support.scripted_supervisor import SECRET, Reply, serve_supervisor, signed
 from tests.support.server import make_settings, serve_bridge
-from tests.support.supervisor import SECRET, Reply, serve_supervisor, signed
 from tests.support.wire import answer_text, rpc, send, user_message
 
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ from a2a_acp_bridge.supervisor_webhook import (
     WebhookSupervisor,
     check_request,
 )
-from tests.support.supervisor import (
+from tests.support.scripted_supervisor import (
     SECRET,
     Received,
     Reply,

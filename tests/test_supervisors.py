@@ -16,7 +16,7 @@ from a2a_acp_bridge.decision import Answer
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.supervisor_webhook import WebhookSupervisor
 from a2a_acp_bridge.supervisors import FirstThenSecond, find_console, supervisor_from
-from tests.support.supervisor import SECRET, question, serve_supervisor, signed
+from tests.support.scripted_supervisor import SECRET, question, serve_supervisor, signed
 
 pytestmark = pytest.mark.anyio
 CONSOLE_TOKEN = "operator-console-" + "c" * 24
