@@ -12,7 +12,7 @@ import pytest
 
 from a2a_acp_bridge.console import ConsoleSupervisor
 from a2a_acp_bridge.console_web import COOKIE
-from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, serve_console
+from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, CONSOLE_WAIT_S, serve_console
 from tests.support.scripted_supervisor import question
 
 pytestmark = pytest.mark.anyio
@@ -303,8 +303,9 @@ async def test_a_wait_the_chains_deadline_cancels_counts_as_expired_not_cancelle
     )
     async with anyio.create_task_group() as group:
         group.start_soon(console.ask, q)
-        while not console.waiting():
-            await console.changed(console.version)
+        with anyio.fail_after(CONSOLE_WAIT_S):
+            while not console.waiting():
+                await console.changed(console.version)
         now[0] = q.deadline  # the chain's fail_after fires at the question's deadline
         group.cancel_scope.cancel()
     assert console.recent()[0]["how"] == "expired"
