@@ -321,3 +321,16 @@ async def test_an_oversized_login_form_is_refused_unread(tmp_path: Path) -> None
         )
         assert response.status_code == 400
         assert "set-cookie" not in response.headers
+
+
+async def test_logging_out_ends_the_session(tmp_path: Path) -> None:
+    async with serve_console(tmp_path) as bridge, httpx.AsyncClient(base_url=bridge.url) as c:
+        await logged_in(c)
+        stolen = c.cookies[COOKIE]
+        assert (await c.get("/console/state")).status_code == 200
+        out = await c.post("/console/logout")
+        assert out.status_code == 303
+        assert (await c.get("/console/state")).status_code == 401
+        # The old cookie, replayed, opens nothing: the session is gone on the server.
+        async with httpx.AsyncClient(base_url=bridge.url, cookies={COOKIE: stolen}) as thief:
+            assert (await thief.get("/console/state")).status_code == 401

@@ -330,3 +330,24 @@ async def serve_page(html: str) -> AsyncIterator[str]:
             yield f"http://127.0.0.1:{port}/"
         finally:
             server.should_exit = True
+
+
+async def test_a_question_nobody_decides_leaves_the_page_at_its_deadline(
+    tmp_path: Path, browser: Browser
+) -> None:
+    async with serve_console(tmp_path) as bridge:
+        page = await log_in(browser, bridge)
+        await page.wait_for_selector("#connection.live")
+        soon = question(command="git push origin hotfix", deadline=time.time() + 3)
+        bridge.park(soon)
+        await page.wait_for_selector(card(soon.id))
+        answer = await bridge.answer_of(soon.id)
+        assert (answer.verdict, answer.reason) == (
+            "deny",
+            "no operator decided before the deadline",
+        )
+        await page.wait_for_selector(card(soon.id), state="detached")
+        await page.wait_for_function(
+            "[...document.querySelectorAll('#recent tbody tr')]"
+            ".some(row => row.textContent.includes('expired'))"
+        )
