@@ -16,7 +16,7 @@ from acp.schema import PermissionOption as AcpOption
 from a2a_acp_bridge.acp.client import BridgeClient, SessionState
 from a2a_acp_bridge.adapters import profile_for
 from a2a_acp_bridge.boundary import Boundary
-from a2a_acp_bridge.decision import Answer, Question
+from a2a_acp_bridge.decision import Answer
 from a2a_acp_bridge.decisions import LOG_ONLY, DecisionChain, Outcome
 from a2a_acp_bridge.events import Notice, PermissionSeen
 from a2a_acp_bridge.metrics import Metrics
@@ -25,6 +25,7 @@ from a2a_acp_bridge.policy import parse_policy
 from a2a_acp_bridge.turn import Turn
 from tests.support import fixtures
 from tests.support.fixtures import Places
+from tests.support.supervisor import ScriptedSupervisor
 from tests.test_permission_fixtures import BOUNDARIES, EXPECTED, make_boundary
 
 pytestmark = pytest.mark.anyio
@@ -66,37 +67,6 @@ OPTIONS = [
     AcpOption(option_id="allow-once", name="Allow", kind="allow_once"),
     AcpOption(option_id="reject", name="Reject", kind="reject_once"),
 ]
-
-
-class ScriptedSupervisor:
-    """A supervisor that answers what it is told, raises, hangs, or waits for `release`."""
-
-    def __init__(self, reply: Any = None, *, hang: bool = False, fail: bool = False) -> None:
-        self.name = "test-supervisor"
-        self.reply = reply
-        self.hang = hang
-        self.fail = fail
-        self.questions: list[Question] = []
-        self.asked = anyio.Event()
-        self.release = anyio.Event()
-        self.cancelled = False
-
-    async def ask(self, question: Question) -> Answer:
-        self.questions.append(question)
-        self.asked.set()
-        try:
-            if self.hang:
-                await anyio.sleep_forever()
-            if self.fail:
-                raise RuntimeError("the supervisor broke")
-            if self.reply is None:
-                await self.release.wait()
-                return Answer("allow", "released", "console")
-            result: Answer = self.reply
-            return result
-        except anyio.get_cancelled_exc_class():
-            self.cancelled = True
-            raise
 
 
 def handed(tmp_path: Path) -> Boundary:

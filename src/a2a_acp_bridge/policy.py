@@ -34,6 +34,7 @@ No I/O besides reading the file and resolving paths; frozen values in and out.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -212,16 +213,30 @@ class PolicyRule:
     def matches_path(self, relative: str | None, absolute: str, *, named: str | None) -> bool:
         """`relative`: the path under the root (None: outside it); `absolute`: where it lands;
         `named`: for deny, also where the agent named it (lexically)."""
-        fold = self.decision == "deny"
-        for glob in self.paths:
-            if glob.absolute:
-                if glob.matches(absolute, fold=fold) or (
-                    named is not None and glob.matches(named, fold=fold)
-                ):
-                    return True
-            elif relative is not None and glob.matches(relative, fold=fold):
-                return True
-        return False
+        relative_globs, absolute_globs = self._path_regexes
+        if relative is not None and relative_globs is not None and relative_globs.match(relative):
+            return True
+        if absolute_globs is None:
+            return False
+        return bool(
+            absolute_globs.match(absolute) or (named is not None and absolute_globs.match(named))
+        )
+
+    @functools.cached_property
+    def _path_regexes(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+        """The rule's relative and absolute globs, each kind as one regex (one match per
+        path instead of one per glob); deny ignores case."""
+        flags = re.S | (re.I if self.decision == "deny" else 0)
+
+        def joined(globs: list[Glob]) -> re.Pattern[str] | None:
+            if not globs:
+                return None
+            return re.compile("|".join(f"(?:{g.regex.pattern})" for g in globs), flags)
+
+        return (
+            joined([g for g in self.paths if not g.absolute]),
+            joined([g for g in self.paths if g.absolute]),
+        )
 
     def matches_host(self, host: str | None) -> bool:
         for pattern in self.hosts:
