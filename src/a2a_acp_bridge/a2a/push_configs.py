@@ -48,7 +48,7 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         """Load the stored configs; one that cannot be decrypted (another key) is left out."""
         self._database = database
         self._cipher = cipher
-        async with database.engine.connect() as conn:
+        async with database.connect() as conn:
             rows = (await conn.execute(select(push_configs))).mappings().all()
         for row in rows:
             config = TaskPushNotificationConfig()
