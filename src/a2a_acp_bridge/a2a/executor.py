@@ -54,12 +54,14 @@ from a2a.utils.errors import InvalidParamsError
 from a2a_acp_bridge.a2a.artifacts import CHANGES_ARTIFACT, TaskArtifacts, report_metadata
 from a2a_acp_bridge.a2a.failures import request_error, task_failure
 from a2a_acp_bridge.a2a.input import parsed_prompt, reply_from_message
+from a2a_acp_bridge.a2a.ownership import principal_of
 from a2a_acp_bridge.a2a.states import INTERRUPTED, OF_FINAL_STATE, TERMINAL
 from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
 from a2a_acp_bridge.boundary import relative_text
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.events import FileChunk, QuestionAsked, TurnEvent
 from a2a_acp_bridge.logs import log_ids
+from a2a_acp_bridge.principals import conversation_key
 from a2a_acp_bridge.progress import (
     HOLD_S,
     AnswerFile,
@@ -449,11 +451,13 @@ class BridgeExecutor(AgentExecutor):
             task = Task(id=task_id, context_id=context_id, history=[message])
             task.status.state = TaskState.TASK_STATE_SUBMITTED
             task.status.timestamp.GetCurrentTime()
+        principal = principal_of(context.call_context)
+        key = conversation_key(principal, context_id)
         publisher = TaskPublisher(
             event_queue,
             task_id,
             context_id,
-            lambda: self.bridge.root_of(context_id),
+            lambda: self.bridge.root_of(key),
             task=task,
             # Held back only for an agent that may answer with a message (unknown before
             # the first adapter starts): any other task is visible from this moment on.
@@ -470,7 +474,9 @@ class BridgeExecutor(AgentExecutor):
             )
             return
         # Registered before the task is visible, so a CancelTask always finds it.
-        turn = self.bridge.accept(task_id, context_id, message.message_id or None)
+        turn = self.bridge.accept(
+            task_id, context_id, message.message_id or None, principal=principal
+        )
         run = TaskRun(self, publisher, turn, prompt)
         self.runs[task_id] = run
         if not publisher.deferring:
