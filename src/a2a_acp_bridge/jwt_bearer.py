@@ -49,6 +49,7 @@ REFRESH_INTERVAL_S = 60.0
 # Bounds on one fetch of the JWKS.
 FETCH_TIMEOUT_S = 10.0
 MAX_JWKS_BYTES = 1024 * 1024
+UNAVAILABLE = "the identity provider's keys cannot be fetched; try again later"
 
 RSA_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
 EC_ALGORITHMS = {"P-256": ("ES256",), "P-384": ("ES384",), "P-521": ("ES512",)}
@@ -190,6 +191,7 @@ class JwtVerifier:
         self._keys: tuple[VerifyingKey, ...] = ()
         self._fetched_at: float | None = None
         self._refreshed_at: float | None = None
+        self._failed_at: float | None = None
         self._lock = anyio.Lock()
         self.fetches = 0
         if policy.jwks_file is not None:
@@ -259,8 +261,16 @@ class JwtVerifier:
         if fetched is not None and self._clock() - fetched < MAX_AGE_S:
             return
         async with self._lock:
-            if self._fetched_at is fetched:
-                await self._load(required=fetched is None)
+            if self._fetched_at is not fetched:
+                return  # another request fetched it meanwhile
+            failed = self._failed_at
+            if failed is not None and self._clock() - failed < REFRESH_INTERVAL_S:
+                # The last fetch failed moments ago: the identity provider is not asked
+                # again for every request.
+                if not self._keys:
+                    raise JwtRefused(UNAVAILABLE, unavailable=True)
+                return
+            await self._load(required=fetched is None)
 
     async def _refresh_for_unknown_kid(self) -> None:
         async with self._lock:
@@ -279,15 +289,13 @@ class JwtVerifier:
             keys = verifying_keys(await self._fetch(url), url)
         except (httpx.HTTPError, ValueError, OSError) as exc:
             logger.warning("the JWKS could not be fetched", extra={"url": url, "problem": str(exc)})
-            # Tried now: the next attempt waits its interval too.
-            self._fetched_at = self._clock() if self._keys else None
+            # Tried now: the next attempt waits its interval.
+            self._failed_at = self._clock()
             if required or not self._keys:
-                raise JwtRefused(
-                    "the identity provider's keys cannot be fetched; try again later",
-                    unavailable=True,
-                ) from None
+                raise JwtRefused(UNAVAILABLE, unavailable=True) from None
             return
         self._keys = keys
+        self._failed_at = None
         self._fetched_at = self._clock()
         logger.info("JWKS fetched", extra={"url": url, "keys": len(keys)})
 
