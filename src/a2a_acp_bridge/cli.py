@@ -1,4 +1,4 @@
-"""The command line: `serve`, `doctor`, `send` and `card`.
+"""The command line: `serve`, `doctor`, `send`, `card` and `token hash`.
 
 This is the only module that reads the environment, the `.env` file and argv. A bad value
 stops the start with one line naming the variable and the problem, and exit status 2.
@@ -30,6 +30,7 @@ from a2a_acp_bridge.config import (
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.logs import configure_logging
+from a2a_acp_bridge.principals import check_token, hash_scrypt, hash_sha256
 
 PROG = "a2a-acp-bridge"
 A2A_TRACING_VARIABLE = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
@@ -123,6 +124,16 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--task", help="send into this taskId")
     _token_flag(send)
 
+    token = commands.add_parser("token", help="tokens of A2A_TOKEN_FILE")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    hashing = token_commands.add_parser(
+        "hash",
+        help="read a token from stdin, print its hashed form for A2A_TOKEN_FILE (NAME HASH)",
+    )
+    hashing.add_argument(
+        "--scrypt", action="store_true", help="scrypt (slow to guess) instead of sha256"
+    )
+
     card = commands.add_parser("card", help="print the agent card")
     card.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     _token_flag(card)
@@ -156,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "doctor":
         return _doctor(args)
+    if args.command == "token":
+        return _hash_token(args)
     from a2a_acp_bridge.a2a.client import print_card, send_and_print
 
     try:
@@ -166,6 +179,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "send":
         return asyncio.run(send_and_print(args.url, args.text, args.context, args.task, token))
     return asyncio.run(print_card(args.url, token))
+
+
+def _hash_token(args: argparse.Namespace) -> int:
+    """The token on stdin's first line, hashed (never echoed: not even in an error)."""
+    line = sys.stdin.readline().strip()
+    try:
+        token = check_token("the token on stdin", line)
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(hash_scrypt(token) if args.scrypt else hash_sha256(token))
+    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

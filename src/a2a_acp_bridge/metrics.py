@@ -14,14 +14,20 @@ bridge at scrape time. `GET /metrics` renders `exposition()`.
     adapter_starts_total{outcome}             ok | failed
     adapter_crashes_total                     exits the bridge did not ask for
     permission_decisions_total{verdict,rule}  every session/request_permission
-    capacity_refusals_total{limit}            sessions | queue
+    tasks_accepted_total{principal}           tasks accepted, by principal (below)
+    capacity_refusals_total{limit}            sessions | principal | queue
     http_refusals_total{reason}               host | unauthorized | body_too_large | bad_length
     background_failures_total{task}           warm_start | the bridge's own background tasks
+
+The `principal` label is bounded: it is the principal's name only for the names the
+operator wrote down (the token file's, `default`, A2A_ADMIN_PRINCIPALS, see
+`name_principals`); any other principal (a JWT subject: as many as the identity provider
+has users) counts as `other`. Logs carry every principal's name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -105,9 +111,16 @@ class Metrics:
             ["task"],
             registry=r,
         )
+        self._accepted = Counter(
+            f"{PREFIX}_tasks_accepted",
+            "Tasks accepted, by principal (a name the operator configured, else `other`).",
+            ["principal"],
+            registry=r,
+        )
+        self._named: frozenset[str] = frozenset()
         for outcome in ("ok", "failed"):
             self._starts.labels(outcome)
-        for limit in ("sessions", "queue"):
+        for limit in ("sessions", "principal", "queue"):
             self._capacity.labels(limit)
 
     # --- gauges read at scrape time ------------------------------------------------------
@@ -130,6 +143,13 @@ class Metrics:
     def task_finished(self, state: str, duration_s: float) -> None:
         self._tasks.labels(state).inc()
         self._duration.labels(state).observe(duration_s)
+
+    def name_principals(self, names: Collection[str]) -> None:
+        """The principals whose names may be a label value (a bounded set)."""
+        self._named = frozenset(names)
+
+    def task_accepted(self, principal: str) -> None:
+        self._accepted.labels(principal if principal in self._named else "other").inc()
 
     def first_event(self, latency_s: float) -> None:
         self._first_event.observe(latency_s)

@@ -60,6 +60,7 @@ from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.jwt_bearer import JwtVerifier
 from a2a_acp_bridge.metrics import CONTENT_TYPE
 from a2a_acp_bridge.principals import TokenCheck
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 from a2a_acp_bridge.state_writer import StateHealth
 
 logger = logging.getLogger(__name__)
@@ -190,6 +191,9 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
             "lines instead (removing a line renames the bare tokens after it)",
             extra={"principals": list(tokens.positional)},
         )
+    bridge.metrics.name_principals(
+        {DEFAULT_PRINCIPAL, *settings.admin_principals, *(e.principal for e in settings.tokens)}
+    )
     policy = settings.jwt_policy
     authenticator = Authenticator(tokens, JwtVerifier(policy) if policy is not None else None)
     public = PUBLIC_PATHS | {METRICS_PATH} if settings.metrics_public else PUBLIC_PATHS

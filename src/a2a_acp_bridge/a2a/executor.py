@@ -393,8 +393,11 @@ class BridgeExecutor(AgentExecutor):
         current = context.current_task
         # a2a-sdk 1.3.0 invents a fresh contextId for a follow-up naming only its taskId.
         context_id = current.context_id if current is not None else (context.context_id or "")
-        with log_ids(task_id=task_id, context_id=context_id):
-            logger.info("task started", extra={"follow_up": current is not None})
+        principal = principal_of(context.call_context)
+        with log_ids(task_id=task_id, context_id=context_id, principal=principal):
+            logger.info(
+                "task started", extra={"follow_up": current is not None, "principal": principal}
+            )
             # The publisher, once there is one: the finally below runs also when the SDK
             # cancels this call (CancelTask) after the turn published CANCELED.
             found: list[TaskPublisher] = []
@@ -477,6 +480,7 @@ class BridgeExecutor(AgentExecutor):
         turn = self.bridge.accept(
             task_id, context_id, message.message_id or None, principal=principal
         )
+        self.bridge.metrics.task_accepted(principal)
         run = TaskRun(self, publisher, turn, prompt)
         self.runs[task_id] = run
         if not publisher.deferring:
