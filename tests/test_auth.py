@@ -12,9 +12,9 @@ import anyio
 import httpx
 import pytest
 
-from a2a_acp_bridge.principals import TokenCheck, parse_token_lines
 from a2a_acp_bridge.config import Settings, is_loopback
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.principals import TokenCheck, parse_token_lines
 from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import A2A_HEADERS, user_message
 
