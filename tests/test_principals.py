@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -18,9 +20,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import Task, TaskState
+from sqlalchemy import create_engine
 
 from a2a_acp_bridge.a2a.ownership import REDACTED
 from a2a_acp_bridge.principals import conversation_key, hash_scrypt, hash_sha256
+from a2a_acp_bridge.schema import migrate
 from a2a_acp_bridge.turn import Phase
 from tests.support import idp
 from tests.support.bridge_process import BridgeProcess
@@ -692,3 +697,35 @@ async def test_ownership_survives_a_restart(tmp_path: Path) -> None:
         re.sub(r"\S*nope\S*|\S*" + task_id + r"\S*", "ID", missing["error"]["message"])
     )
     assert listed["result"]["tasks"] == []
+
+
+async def test_tasks_stored_before_principals_belong_to_the_default_principal(
+    tmp_path: Path,
+) -> None:
+    """A state directory written before principals (owner empty) is `default`'s: the caller
+    of A2A_TOKEN still finds its tasks after the upgrade; a named principal does not."""
+    state = tmp_path / ".a2a-acp-bridge"
+    state.mkdir(mode=0o700)
+    engine = create_engine(f"sqlite:///{state / 'state.db'}")
+    with engine.begin() as conn:
+        migrate(conn, target=1)
+    engine.dispose()
+    task = Task(id="old-task", context_id="old-context")
+    task.status.state = TaskState.TASK_STATE_COMPLETED
+    with sqlite3.connect(state / "state.db") as db:
+        db.execute(
+            "insert into tasks values (?, ?, '', 'TASK_STATE_COMPLETED', ?, ?, ?)",
+            (task.id, task.context_id, time.time_ns(), time.time_ns(), task.SerializeToString()),
+        )
+    default = Caller("default", f"Bearer {ALICE_TOKEN}")
+    process = await BridgeProcess(tmp_path, {"A2A_TOKEN": ALICE_TOKEN}).start()
+    try:
+        async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client:
+            got = await rpc_call(client, process.rpc_url, default, "GetTask", {"id": task.id})
+    finally:
+        await process.stop()
+        process.close()
+    assert got["result"]["id"] == task.id
+    with sqlite3.connect(state / "state.db") as db:
+        owners = db.execute("select owner from tasks").fetchall()
+    assert owners in ([("",)], [("default",)])
