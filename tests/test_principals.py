@@ -488,6 +488,28 @@ async def test_push_secrets_are_write_only_on_both_versions_and_bindings(tmp_pat
             response = await client.get(base + path, headers=alice.headers(headers))
             assert response.status_code == 200, response.text
             answers.append(response.text)
+        # Set again as read back (secrets redacted): the stored secrets stay; bob's
+        # config of the same id on his own task does not take alice's.
+        resent = created["result"]
+        again = await rpc_call(client, url, alice, "CreateTaskPushNotificationConfig", resent)
+        store = setup.bridge.app.state.push.config_store
+        kept = await store.get_info_for_dispatch(task_id)
+        bob_task = await own_task(client, setup, setup.bob)
+        await rpc_call(
+            client,
+            url,
+            setup.bob,
+            "CreateTaskPushNotificationConfig",
+            {**hook(bob_task), "token": REDACTED, "id": "h2"},
+        )
+        bobs = await store.get_info_for_dispatch(bob_task)
+    assert "error" not in again, again
+    assert {(c.id, c.token, c.authentication.credentials) for c in kept} == {
+        (HOOK, SECRET_TOKEN, SECRET_CREDENTIALS),
+        ("h2", SECRET_TOKEN, SECRET_CREDENTIALS),
+    }
+    assert {c.id: c.token for c in bobs} == {HOOK: SECRET_TOKEN, "h2": REDACTED}
+    answers.append(json.dumps(again))
     for answer in answers:
         assert not _mentions_secret(answer), answer
         assert REDACTED in answer, answer  # that one is set is shown

@@ -12,6 +12,7 @@ cause, and changes nothing. A task's configs go when the task is deleted.
 Each config belongs to the principal that set it (ownership.py); its secrets (token,
 credentials) are write-only: what a caller is given back, on setting it as on reading it,
 has each one replaced by `REDACTED`. Only delivery (`get_info_for_dispatch`) reads them.
+A config set again with a secret reading `REDACTED` keeps the one stored.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from cryptography.fernet import InvalidToken, MultiFernet
 from google.protobuf.message import DecodeError
 from sqlalchemy import select
 
-from a2a_acp_bridge.a2a.ownership import owner_name, redacted
+from a2a_acp_bridge.a2a.ownership import REDACTED, owner_name, redacted
 from a2a_acp_bridge.a2a.push import V03, VERSION_STATE
 from a2a_acp_bridge.errors import StateWriteError
 from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL, push_configs
@@ -35,6 +36,22 @@ from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import Delete, Upsert
 
 logger = logging.getLogger(__name__)
+
+
+def kept_secrets(
+    config: TaskPushNotificationConfig,
+    known: tuple[str, TaskPushNotificationConfig] | None,
+    owner: str,
+) -> None:
+    """A config set again as it was read back (its secrets `REDACTED`) keeps the secrets
+    its owner stored before, so a client may edit a config it can no longer read whole."""
+    if known is None or known[0] != owner:
+        return
+    previous = known[1]
+    if config.token == REDACTED:
+        config.token = previous.token
+    if config.HasField("authentication") and config.authentication.credentials == REDACTED:
+        config.authentication.credentials = previous.authentication.credentials
 
 
 class DurablePushConfigStore(PushNotificationConfigStore):
@@ -78,6 +95,7 @@ class DurablePushConfigStore(PushNotificationConfigStore):
     ) -> TaskPushNotificationConfig:
         stored = normalize_push_notification_config(task_id, notification_config)
         owner = owner_name(context)
+        kept_secrets(stored, self._configs.get(task_id, {}).get(stored.id), owner)
         if self._database is not None and self._cipher is not None:
             body = self._cipher.encrypt(stored.SerializeToString(deterministic=True))
             row = {"task_id": task_id, "config_id": stored.id, "owner": owner, "body": body}
