@@ -17,6 +17,7 @@ import pytest
 
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.jwt_bearer import REFRESH_INTERVAL_S, allowed_algorithms
+from a2a_acp_bridge.principals import hash_scrypt
 from tests.support import idp
 from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import A2A_HEADERS, user_message
@@ -248,3 +249,20 @@ def test_a_jwks_file_without_a_signing_key_stops_the_start(tmp_path: Path) -> No
     env = jwt_env(tmp_path, {"keys": [{"kty": "oct", "k": "c2VjcmV0"}]})
     with pytest.raises(ConfigError, match=r"A2A_JWT_JWKS_FILE: .* holds no asymmetric signing key"):
         make_settings(tmp_path, env)
+
+
+async def test_a_token_file_and_jwts_together_name_their_own_principals(tmp_path: Path) -> None:
+    key = idp.rsa_key("k")
+    file_token = "file-token-" + "f" * 24
+    (tmp_path / "tokens").write_text(f"svc-ci {hash_scrypt(file_token, n=2**10)}\n")
+    env = jwt_env(tmp_path, idp.jwks(key), A2A_TOKEN_FILE=str(tmp_path / "tokens"))
+    async with (
+        serve_bridge(make_settings(tmp_path, env)) as bridge,
+        httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
+    ):
+        by_file = await list_tasks(client, bridge.rpc_url, file_token)
+        by_jwt = await list_tasks(client, bridge.rpc_url, idp.token(key, "alice"))
+        wrong = await list_tasks(client, bridge.rpc_url, file_token + "x")
+        card = (await client.get(bridge.url + CARD, headers={"A2A-Version": "1.0"})).json()
+    assert (by_file.status_code, by_jwt.status_code, wrong.status_code) == (200, 200, 401)
+    assert set(card["securitySchemes"]) == {"bearer", "oidc", "jwt"}

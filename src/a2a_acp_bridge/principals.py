@@ -251,22 +251,25 @@ class TokenCheck:
 
     def principal_of(self, token: str) -> str | None:
         """The principal whose token this is, or None."""
+        return self.principal_of_fast(token) or self.principal_of_slow(token)
+
+    def principal_of_fast(self, token: str) -> str | None:
+        """The principal by digest: the plain and `sha256:` entries, and the tokens that
+        matched an scrypt entry before."""
         offered = digest(token)
         found: str | None = None
         # Compare against every digest, without stopping early, so timing says nothing
         # about which one matched.
-        for stored, principal in self._digests:
+        for stored, principal in (*self._digests, *self._verified.items()):
             if hmac.compare_digest(offered, stored):
                 found = principal
-        if found is not None or not self._scrypts:
-            return found
-        for remembered, principal in self._verified.items():
-            if hmac.compare_digest(offered, remembered):
-                found = principal
-        if found is not None:
-            return found
+        return found
+
+    def principal_of_slow(self, token: str) -> str | None:
+        """The principal by the scrypt entries (tens of milliseconds each)."""
         for scrypt, principal in self._scrypts:
             if scrypt.matches(token):
-                self._verified[offered] = principal
+                # Replaced, not changed: the event loop may be reading the old one.
+                self._verified = {**self._verified, digest(token): principal}
                 return principal
         return None

@@ -78,16 +78,18 @@ class Authenticator:
         token = credentials.strip()
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("The bearer token was not accepted.", invalid=True)
-        if self.tokens.enabled:
-            if self.tokens.slow:
-                found = await anyio.to_thread.run_sync(
-                    self.tokens.principal_of, token, limiter=self._slow
-                )
-            else:
-                found = self.tokens.principal_of(token)
+        found = self.tokens.principal_of_fast(token) if self.tokens.enabled else None
+        if found is not None:
+            return found
+        jwt_shaped = self.jwt is not None and looks_like_jwt(token)
+        if self.tokens.slow and not jwt_shaped:
+            # A JWT is never an scrypt entry's token: it is not made to pay scrypt's cost.
+            found = await anyio.to_thread.run_sync(
+                self.tokens.principal_of_slow, token, limiter=self._slow
+            )
             if found is not None:
                 return found
-        if self.jwt is not None and looks_like_jwt(token):
+        if self.jwt is not None and jwt_shaped:
             try:
                 principal, _claims = await self.jwt.principal_of(token)
             except JwtRefused as exc:
