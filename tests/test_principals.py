@@ -556,21 +556,6 @@ async def test_the_same_context_id_from_two_principals_is_two_conversations(
     assert [t["id"] for t in bob_tasks["result"]["tasks"]] == [listed["result"]["task"]["id"]]
 
 
-async def test_a_context_id_with_a_control_character_is_invalid_params(tmp_path: Path) -> None:
-    async with (
-        principals(tmp_path, "token_file") as setup,
-        httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
-    ):
-        reply = await rpc_call(
-            client,
-            setup.bridge.rpc_url,
-            setup.bob,
-            "SendMessage",
-            {"message": user_message("hi", context_id="alice\x1fshared")},
-        )
-    assert reply["error"]["code"] == -32602
-
-
 async def _running(setup: Setup, client: httpx.AsyncClient, caller: Caller, context: str) -> str:
     """A task of `caller` whose turn runs on the agent (a long sleep) by the time this returns."""
     reply = await rpc_call(

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.principals import (
@@ -94,13 +96,38 @@ def test_one_token_for_two_principals_is_refused() -> None:
         parse_token_lines(VARIABLE, [f"alice {ALICE}", f"bob {hash_sha256(ALICE)}"])
 
 
-def test_the_default_principal_keeps_its_context_ids_and_others_cannot_reach_them() -> None:
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("default", "alice\x1fctx"), ("alice", "ctx")),
+        (("default", "\x1fctx"), ("alice", "ctx")),
+        (("default", "default\x1fctx"), ("default", "ctx")),
+        (("alice", "ctx"), ("bob", "ctx")),
+    ],
+)
+def test_two_different_principal_and_context_pairs_never_share_a_key(
+    first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    assert conversation_key(*first) != conversation_key(*second)
+
+
+NAMES = st.text(st.characters(blacklist_categories=("Cc",)), min_size=1, max_size=8) | st.just(
+    "default"
+)
+CONTEXTS = st.text(st.sampled_from("ab\x1fd-"), max_size=8) | st.text(max_size=8)
+
+
+@given(NAMES, CONTEXTS, NAMES, CONTEXTS)
+def test_the_key_is_one_to_one_for_any_names_and_context_ids(
+    p1: str, c1: str, p2: str, c2: str
+) -> None:
+    if (p1, c1) != (p2, c2):
+        assert conversation_key(p1, c1) != conversation_key(p2, c2)
+
+
+def test_the_default_principal_keeps_its_context_ids_as_keys() -> None:
     assert conversation_key("default", "ctx") == "ctx"
-    assert conversation_key("alice", "ctx") != "ctx"
-    assert conversation_key("alice", "ctx") != conversation_key("bob", "ctx")
-    # A default caller's contextId cannot spell another principal's key: the separator is a
-    # control character, which a contextId may not hold (the handler refuses it).
-    assert conversation_key("alice", "ctx").count("\x1f") == 1
+    assert conversation_key("default", "\x1b]0;ctx") == "\x1b]0;ctx"
 
 
 def _cli(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,8 @@ bridge at scrape time. `GET /metrics` renders `exposition()`.
     permission_decisions_total{verdict,rule}  every session/request_permission
     tasks_accepted_total{principal}           tasks accepted, by principal (below)
     capacity_refusals_total{limit}            sessions | principal | queue
-    http_refusals_total{reason}               host | unauthorized | body_too_large | bad_length
+    http_refusals_total{reason}               host | unauthorized | token_unverifiable |
+                                              body_too_large | bad_length
     background_failures_total{task}           warm_start | the bridge's own background tasks
 
 The `principal` label is bounded: it is the principal's name only for the names the

@@ -22,9 +22,11 @@ remembered (as its digest) so the KDF's cost is paid once per token, not per req
 
 A conversation's key inside the bridge is (principal, contextId), written as one string
 (`conversation_key`): the contextId alone for `default` (so conversations recorded before
-principals existed keep their sandboxes), else the principal, a unit separator and the
-contextId. Neither a principal name nor a contextId the bridge accepts holds a control
-character, so two different pairs never share a key.
+principals existed keep their sandboxes), else the principal, a unit separator (U+001F)
+and the contextId; a `default` contextId that itself holds the separator is written the
+second way too. No principal name holds a control character, so a key without the
+separator is `default`'s and one with it splits at its first separator into the pair:
+two different pairs never share a key, whatever contextIds callers choose.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:|-]{0,127}")
 # The longest principal name kept (the owner columns hold 255 characters).
 MAX_NAME_CHARS = 255
 KEY_SEPARATOR = "\x1f"
-# scrypt's cost as `token hash --scrypt` writes it: 2**15 x 8 x 1 takes ~50 ms and 32 MiB.
+# scrypt's cost as `token hash --scrypt` writes it: 2**15 x 8 x 1 takes ~0.1 s and 32 MiB.
 SCRYPT_N = 2**15
 SCRYPT_R = 8
 SCRYPT_P = 1
@@ -68,7 +70,7 @@ def has_control(text: str) -> bool:
 
 def conversation_key(principal: str, context_id: str) -> str:
     """The bridge's one string for (principal, contextId); see the module's docstring."""
-    if principal == DEFAULT_PRINCIPAL:
+    if principal == DEFAULT_PRINCIPAL and KEY_SEPARATOR not in context_id:
         return context_id
     return f"{principal}{KEY_SEPARATOR}{context_id}"
 

@@ -9,8 +9,7 @@ message to a terminal task is refused here (-32004), before the SDK builds a tas
 would then leak.
 Every lookup is the caller's principal's (ownership.py): another principal's task is not
 found, exactly as an id that never existed. An operator (A2A_ADMIN_PRINCIPALS) sees every
-task in GetTask, ListTasks, CancelTask and SubscribeToTask only. A contextId holding a
-control character is refused (the bridge's conversation key, principals.py, relies on it).
+task in GetTask, ListTasks, CancelTask and SubscribeToTask only.
 Any exception the SDK did not turn into an A2A error is mapped at the one boundary,
 a2a/failures.py: logged with its traceback and answered with a plain internal error, so
 the caller never sees a traceback or a foreign exception's text.
@@ -48,7 +47,6 @@ from a2a_acp_bridge.a2a.input import parsed_prompt
 from a2a_acp_bridge.a2a.ownership import allow_admin_view
 from a2a_acp_bridge.a2a.states import BUSY, TERMINAL
 from a2a_acp_bridge.bridge import Bridge
-from a2a_acp_bridge.principals import has_control
 from a2a_acp_bridge.prompt import check_acceptable
 
 logger = logging.getLogger(__name__)
@@ -65,8 +63,6 @@ class BridgeRequestHandler(DefaultRequestHandler):
 
     def check_input(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
-        if has_control(params.message.context_id):
-            raise InvalidParamsError(message="a contextId may not hold control characters")
         limit = self.bridge.settings.max_parts
         if len(params.message.parts) > limit:
             raise InvalidParamsError(
