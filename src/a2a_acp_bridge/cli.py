@@ -148,7 +148,8 @@ def _plain(markdown: str) -> str:
 def _token_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token",
-        help="bearer token for the bridge (default: A2A_TOKEN, or the first of A2A_TOKEN_FILE)",
+        help="bearer token for the bridge (default: A2A_TOKEN, or the first token A2A_TOKEN_FILE "
+        "holds in clear)",
     )
 
 
