@@ -298,6 +298,47 @@ async def test_a_task_ended_by_the_restart_is_pushed_to_its_webhook_whose_secret
     assert secret not in json.dumps(listed)
 
 
+async def test_a_webhook_registered_over_0_3_still_gets_the_0_3_task_after_a_restart(
+    tmp_path: Path, processes: list[BridgeProcess]
+) -> None:
+    env = environment(tmp_path)
+    first = await BridgeProcess(tmp_path, env, "first").start()
+    processes.append(first)
+    async with serve_webhook() as hook, httpx.AsyncClient(timeout=60) as client:
+        message = {
+            "kind": "message",
+            "messageId": uuid.uuid4().hex,
+            "role": "user",
+            "parts": [{"kind": "text", "text": sleeping(0)}],
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {
+                "message": message,
+                "configuration": {
+                    "blocking": False,
+                    "pushNotificationConfig": {"url": hook.url, "token": "tok-03"},
+                },
+            },
+        }
+        # No A2A-Version header: a 0.3 request.
+        task_id = (await client.post(first.rpc_url, json=body)).json()["result"]["id"]
+        await wait_for_prompts(tmp_path / "sandboxes", sleeping(0), 1)
+        assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+        first.end_leftover_adapters()
+        hook.reset_arrival()
+        second = await BridgeProcess(tmp_path, env, "second").start()
+        processes.append(second)
+        deliveries = await hook.wait_for_state("failed")
+    final = deliveries[-1].body
+    assert final["kind"] == "task"
+    assert final["id"] == task_id
+    assert final["status"]["state"] == "failed"
+    assert RESTARTED in json.dumps(final)
+
+
 async def test_a_killed_bridge_keeps_the_answer_streamed_until_its_last_batch(
     tmp_path: Path, processes: list[BridgeProcess]
 ) -> None:

@@ -68,6 +68,24 @@ async def test_after_a_crash_the_next_message_starts_a_new_adapter_that_loads_th
     assert living(log) == []
 
 
+async def test_an_agent_that_offers_session_resume_is_resumed_rather_than_loaded(
+    tmp_path: Path,
+) -> None:
+    agent, log = logged_agent(tmp_path, crash_then_answer(load_session=True, resume=True))
+    settings = make_settings(tmp_path, {"ACP_AGENT": agent})
+    async with serve_bridge(settings) as bridge, httpx.AsyncClient(timeout=30) as client:
+        crashed = await send(client, bridge.rpc_url, "crash")
+        context_id = crashed["contextId"]
+        again = await send(client, bridge.rpc_url, "hello again", context_id=context_id)
+        root = bridge.bridge.root_of(context_id)
+    assert again["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert events(log, "session/load") == []
+    resumed = events(log, "session/resume")
+    assert [entry["params"]["sessionId"] for entry in resumed] == [first_session(log)]
+    assert resumed[0]["params"]["cwd"] == str(root)
+    assert not any("memory" in text for text in history_texts(again))
+
+
 def first_session(log: Path) -> str:
     return str(events(log, "session/prompt")[0]["params"]["sessionId"])
 

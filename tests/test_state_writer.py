@@ -4,12 +4,15 @@ retry, the causes are named from SQLite's own errors, and a withdrawn write is n
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from sqlalchemy import event
 
 from a2a_acp_bridge import state
 from a2a_acp_bridge.errors import StateWriteError
@@ -108,3 +111,29 @@ async def test_the_causes_are_named_from_sqlite_s_own_errors(database: StateData
         read_only.close()
     assert describe_failure(raised.value) == "it is read-only"
     assert describe_failure(OSError(28, "No space left on device")) == "the disk is full"
+
+
+async def test_a_cancellation_inside_a_write_waits_for_it_and_tears_nothing(
+    tmp_path: Path,
+) -> None:
+    # The cancellation lands on the first statement of the batch's transaction: before, the
+    # batch was lost and SQLAlchemy left a connection-closing task that never ended (it hung
+    # the event loop's shutdown); now the write completes and the database closes.
+    async with StateDatabase(tmp_path / "state") as database:
+        writer = database.writer
+        writer.submit(("task", "t1"), Upsert(tasks, lambda: task_row("t1", b"kept")))
+        with anyio.CancelScope() as scope:
+
+            def cancel_now(*_: Any) -> None:
+                scope.cancel()
+
+            event.listen(database.engine.sync_engine, "before_cursor_execute", cancel_now)
+            try:
+                await writer.flush()
+            finally:
+                event.remove(database.engine.sync_engine, "before_cursor_execute", cancel_now)
+        assert scope.cancel_called  # the listener did cancel, inside the transaction
+        assert stored(database.path) == {"t1": b"kept"}
+    # Before, SQLAlchemy's closing task was still there, waiting forever.
+    leftover = [t for t in asyncio.all_tasks() if "graceful_close" in repr(t.get_coro())]
+    assert not leftover

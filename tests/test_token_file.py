@@ -111,7 +111,7 @@ def test_two_different_principal_and_context_pairs_never_share_a_key(
     assert conversation_key(*first) != conversation_key(*second)
 
 
-NAMES = st.text(st.characters(blacklist_categories=("Cc",)), min_size=1, max_size=8) | st.just(
+NAMES = st.text(st.characters(exclude_categories=["Cc"]), min_size=1, max_size=8) | st.just(
     "default"
 )
 CONTEXTS = st.text(st.sampled_from("ab\x1fd-"), max_size=8) | st.text(max_size=8)

@@ -74,7 +74,7 @@ class ConversationBook:
         self._records: dict[str, ConversationRecord] = {}
 
     async def load(self) -> list[ConversationRecord]:
-        async with self._database.engine.connect() as conn:
+        async with self._database.connect() as conn:
             rows = (await conn.execute(select(conversations))).mappings().all()
         for row in rows:
             record = ConversationRecord(

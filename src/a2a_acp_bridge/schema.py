@@ -75,6 +75,8 @@ push_configs = Table(
     Column("config_id", String(255), primary_key=True),
     Column("owner", String(255), nullable=False, default=""),
     Column("body", LargeBinary, nullable=False),
+    # The A2A version it was registered over ("0.3" or "1.0"): its webhook gets that shape.
+    Column("protocol", String(8), nullable=False, default="1.0"),
 )
 
 # A conversation (A2A context): where it works and which ACP session holds its memory.
@@ -154,9 +156,17 @@ def _v2(conn: Connection) -> None:
     step.create_all(conn)
 
 
+def _v3(conn: Connection) -> None:
+    # Rows from before were served over 1.0 after a restart: they stay so.
+    conn.exec_driver_sql(
+        "ALTER TABLE push_configs ADD COLUMN protocol VARCHAR(8) NOT NULL DEFAULT '1.0'"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
+    Migration(3, "push configs: the A2A version each was registered over", _v3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -25,6 +25,7 @@ import fcntl
 import logging
 import os
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,11 +34,11 @@ import anyio
 from anyio.abc import TaskGroup
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from a2a_acp_bridge.errors import StateError
 from a2a_acp_bridge.schema import SCHEMA_VERSION, migrate, migrate_refusal, schema_version
-from a2a_acp_bridge.state_writer import StateHealth, StateWriter, describe_failure
+from a2a_acp_bridge.state_writer import StateHealth, StateWriter, describe_failure, untorn
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,9 @@ class StateDatabase:
             engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}")
             event.listen(engine.sync_engine, "connect", _configure)
             try:
-                async with engine.begin() as conn:
-                    found, version = await conn.run_sync(migrate)
+                with untorn():
+                    async with engine.begin() as conn:
+                        found, version = await conn.run_sync(migrate)
             except StateError:
                 await engine.dispose()
                 raise
@@ -114,6 +116,20 @@ class StateDatabase:
                 **({"migrated_from": found} if found != version else {}),
             },
         )
+
+    @contextlib.asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads, never torn by a cancellation (see `untorn`)."""
+        with untorn():
+            async with self.engine.connect() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction, never torn by a cancellation (see `untorn`)."""
+        with untorn():
+            async with self.engine.begin() as conn:
+                yield conn
 
     async def __aenter__(self) -> StateDatabase:
         await self.open()

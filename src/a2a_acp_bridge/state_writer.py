@@ -54,6 +54,17 @@ CHECKPOINT_EVERY_S = 30.0
 Key = tuple[Hashable, ...]
 
 
+def untorn() -> anyio.CancelScope:
+    """The scope every use of a connection runs in: a cancellation waits for it to end.
+
+    Cancelled half-way, SQLAlchemy's aiosqlite adapter tears the connection down on a task
+    of its own, which can wait forever on aiosqlite's already stopped thread and so hang
+    the event loop's shutdown (seen in the test suite); a batch of writes taken off the
+    writer's queue would be lost as well. SQLite's busy timeout bounds the wait.
+    """
+    return anyio.CancelScope(shield=True)
+
+
 @dataclass(frozen=True)
 class Upsert:
     """Insert or replace the row `row()` builds when the batch is written."""
@@ -216,8 +227,9 @@ class StateWriter:
         """Copy the write-ahead log into the database (PASSIVE: never waits for readers)."""
         async with self._lock:
             try:
-                async with self.engine.connect() as conn:
-                    await conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+                with untorn():
+                    async with self.engine.connect() as conn:
+                        await conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
             except (SQLAlchemyError, OSError) as exc:
                 logger.warning("checkpoint failed", extra={"problem": describe_failure(exc)})
                 return
@@ -238,8 +250,9 @@ class StateWriter:
         batch, self._pending = self._pending, {}
         rows, deletes = _prepared(batch)
         try:
-            async with self.engine.begin() as conn:
-                await self._apply(conn, rows, deletes)
+            with untorn():
+                async with self.engine.begin() as conn:
+                    await self._apply(conn, rows, deletes)
         except (SQLAlchemyError, OSError) as exc:
             problem = describe_failure(exc)
             for key, op in batch.items():

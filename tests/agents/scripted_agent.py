@@ -7,6 +7,7 @@ The script (JSON) says who the agent is and what it does on each prompt:
     {
       "agent_info": {"name": "@agentclientprotocol/claude-agent-acp", "version": "0.101.0"},
       "load_session": true, "close": true, "string_ids": false,
+      "resume": false,                # offer session/resume (sessionCapabilities.resume)
       "modes": {"current": "auto", "available": ["default", "auto", "plan"]},   # or null
       "config_mode": true,            # also offer a config option of category "mode"
       "refuse_modes": ["default"],    # set_mode / set_config_option to these fail
@@ -139,8 +140,13 @@ class ScriptedAgent:
                     "prompt_capabilities", {"embeddedContext": True, "image": True}
                 ),
             }
+            session_caps: dict[str, Any] = {}
             if self.script.get("close", True):
-                caps["sessionCapabilities"] = {"close": {}}
+                session_caps["close"] = {}
+            if self.script.get("resume", False):
+                session_caps["resume"] = {}
+            if session_caps:
+                caps["sessionCapabilities"] = session_caps
             return {
                 "protocolVersion": self.script.get("protocol_version", 1),
                 "agentCapabilities": caps,
@@ -156,16 +162,15 @@ class ScriptedAgent:
                 raise RpcError(-32000, self.script.get("auth_error", "Authentication failed"))
             self.authenticated = not self.script.get("auth_ignored", False)
             return {}
-        if method in ("session/new", "session/load"):
+        if method in ("session/new", "session/load", "session/resume"):
             if self.script.get("auth") and not self.authenticated:
                 raise RpcError(-32000, "Authentication required")
             error = self.script.get("new_session_error")
             if error:
                 raise RpcError(error["code"], error["message"])
-            session_id = params.get("sessionId") if method == "session/load" else str(uuid.uuid4())
-            if method == "session/load" and session_id not in self.script.get(
-                "loadable", [session_id]
-            ):
+            reopened = method != "session/new"
+            session_id = params.get("sessionId") if reopened else str(uuid.uuid4())
+            if reopened and session_id not in self.script.get("loadable", [session_id]):
                 raise RpcError(-32002, "Resource not found")
             self.sessions[str(session_id)] = {"cwd": params.get("cwd")}
             result: dict[str, Any] = {"sessionId": session_id}

@@ -115,7 +115,7 @@ class DurableTaskStore(TaskStore):
         ended: list[TaskStatusUpdateEvent] = []
         loaded: list[tuple[Task, str, int]] = []
         now = time.time_ns()
-        async with database.engine.begin() as conn:
+        async with database.begin() as conn:
             rows = (
                 await conn.execute(
                     select(tasks.c.id, tasks.c.owner, tasks.c.finished_ns, tasks.c.body)

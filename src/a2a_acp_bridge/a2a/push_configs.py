@@ -61,15 +61,14 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         self._configs: dict[str, dict[str, tuple[str, TaskPushNotificationConfig]]] = {}
         self._database: StateDatabase | None = None
         self._cipher: MultiFernet | None = None
-        # Registrations made over A2A 0.3 (their webhooks get 0.3 payloads); kept in memory:
-        # after a restart a config is served as registered over 1.0.
+        # Registrations made over A2A 0.3 (their webhooks get 0.3 payloads), stored with them.
         self._v03: set[tuple[str, str]] = set()
 
     async def restore(self, database: StateDatabase, cipher: MultiFernet) -> int:
         """Load the stored configs; one that cannot be decrypted (another key) is left out."""
         self._database = database
         self._cipher = cipher
-        async with database.engine.connect() as conn:
+        async with database.connect() as conn:
             rows = (await conn.execute(select(push_configs))).mappings().all()
         for row in rows:
             config = TaskPushNotificationConfig()
@@ -85,6 +84,8 @@ class DurablePushConfigStore(PushNotificationConfigStore):
             # Written before principals existed: the one caller there was, `default`.
             owner = row["owner"] or DEFAULT_PRINCIPAL
             self._configs.setdefault(row["task_id"], {})[row["config_id"]] = (owner, config)
+            if row["protocol"] == V03:
+                self._v03.add((row["task_id"], row["config_id"]))
         return len(rows)
 
     async def set_info(
@@ -96,12 +97,19 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         stored = normalize_push_notification_config(task_id, notification_config)
         owner = owner_name(context)
         kept_secrets(stored, self._configs.get(task_id, {}).get(stored.id), owner)
+        over_v03 = context.state.get(VERSION_STATE) == V03
         if self._database is not None and self._cipher is not None:
             body = self._cipher.encrypt(stored.SerializeToString(deterministic=True))
-            row = {"task_id": task_id, "config_id": stored.id, "owner": owner, "body": body}
+            row = {
+                "task_id": task_id,
+                "config_id": stored.id,
+                "owner": owner,
+                "body": body,
+                "protocol": V03 if over_v03 else "1.0",
+            }
             await self._write(("push", task_id, stored.id), Upsert(push_configs, lambda: row))
         self._configs.setdefault(task_id, {})[stored.id] = (owner, stored)
-        if context.state.get(VERSION_STATE) == V03:
+        if over_v03:
             self._v03.add((task_id, stored.id))
         else:
             self._v03.discard((task_id, stored.id))

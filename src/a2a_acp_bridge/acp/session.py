@@ -146,6 +146,8 @@ class AgentSession:
         self.session_id = ""
         self.state: SessionState | None = None
         self.load_session = False
+        # session/resume: the session back without the conversation replayed to the client.
+        self.can_resume = False
         self.can_close = False
         self.prompt_capabilities = PromptCapabilities()
         # The agent said at initialize that it may answer a prompt with a direct message
@@ -250,6 +252,7 @@ class AgentSession:
             self.load_session = bool(caps.load_session)
             session_caps = caps.session_capabilities
             self.can_close = session_caps is not None and session_caps.close is not None
+            self.can_resume = session_caps is not None and session_caps.resume is not None
             prompt_caps = caps.prompt_capabilities
             if prompt_caps is not None:
                 self.prompt_capabilities = PromptCapabilities(
@@ -272,19 +275,29 @@ class AgentSession:
         cwd = str(self.spec.boundary.root)
         response: Any = None
         if self.spec.load_session_id:
-            if self.load_session:
-                # Register first: the agent replays the conversation as session/update.
-                self.client.sessions[self.spec.load_session_id] = state
+            if self.can_resume or self.load_session:
+                # Register first: a loading agent replays the conversation as session/update.
+                load_id = self.spec.load_session_id
+                self.client.sessions[load_id] = state
+                method = "session/resume" if self.can_resume else "session/load"
                 try:
-                    load_id = self.spec.load_session_id
-                    response = await self.auth.retry(
-                        lambda: self.conn.load_session(cwd=cwd, session_id=load_id, mcp_servers=[])
-                    )
-                    self.session_id = self.spec.load_session_id
+                    if self.can_resume:
+                        response = await self.auth.retry(
+                            lambda: self.conn.resume_session(
+                                cwd=cwd, session_id=load_id, mcp_servers=[]
+                            )
+                        )
+                    else:
+                        response = await self.auth.retry(
+                            lambda: self.conn.load_session(
+                                cwd=cwd, session_id=load_id, mcp_servers=[]
+                            )
+                        )
+                    self.session_id = load_id
                 except RequestError as exc:
-                    del self.client.sessions[self.spec.load_session_id]
+                    del self.client.sessions[load_id]
                     logger.warning(
-                        "session/load failed; opening a new session",
+                        f"{method} failed; opening a new session",
                         extra={"agent": self.log_name, "reason": _describe(exc)},
                     )
                     self.memory_lost = True
