@@ -12,9 +12,9 @@ import anyio
 import httpx
 import pytest
 
-from a2a_acp_bridge.a2a.guard import TokenCheck
 from a2a_acp_bridge.config import Settings, is_loopback
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.principals import TokenCheck, parse_token_lines
 from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import A2A_HEADERS, user_message
 
@@ -139,11 +139,11 @@ async def test_without_a_token_the_card_declares_no_scheme_and_nothing_asks_for_
 
 
 def test_token_check_accepts_only_an_exact_token() -> None:
-    check = TokenCheck([TOKEN, OTHER])
-    assert check.accepts(f"Bearer {TOKEN}")
-    assert check.accepts(f"BEARER {OTHER}")
-    assert not check.accepts(f"Bearer {TOKEN.upper()}")
-    assert not check.accepts(None)
+    check = TokenCheck(parse_token_lines("A2A_TOKEN_FILE", [f"alice {TOKEN}", f"bob {OTHER}"]))
+    assert check.principal_of(TOKEN) == "alice"
+    assert check.principal_of(OTHER) == "bob"
+    assert check.principal_of(TOKEN.upper()) is None
+    assert check.principal_of(TOKEN[:-1]) is None
     assert not TokenCheck([]).enabled
 
 
@@ -219,7 +219,8 @@ def test_serving_on_a_public_address_without_a_token_is_refused(tmp_path: Path) 
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "a2a-acp-bridge: HOST: '0.0.0.0' is reachable from other machines and no token is set: "
-        "set A2A_TOKEN or A2A_TOKEN_FILE, or pass --insecure to serve without authentication"
+        "set A2A_TOKEN, A2A_TOKEN_FILE or A2A_JWT_ISSUER, or pass --insecure to serve "
+        "without authentication"
     ]
 
 

@@ -26,6 +26,7 @@ import httpx
 import pytest
 from a2a.types.a2a_pb2 import Task
 
+from a2a_acp_bridge.a2a.ownership import REDACTED
 from tests.support.agents import scripted_agent
 from tests.support.bridge_process import BridgeProcess
 from tests.support.webhook import serve_webhook
@@ -292,7 +293,9 @@ async def test_a_task_ended_by_the_restart_is_pushed_to_its_webhook_whose_secret
     assert failed[-1].headers["x-a2a-notification-token"] == token
     assert RESTARTED in json.dumps(failed[-1].body)
     configs = listed["result"]["configs"]
-    assert [(c["url"], c["token"]) for c in configs] == [(hook.url, token)]
+    # The secrets are write-only: the list says a token is set, never which (issue 13).
+    assert [(c["url"], c["token"]) for c in configs] == [(hook.url, REDACTED)]
+    assert secret not in json.dumps(listed)
 
 
 async def test_a_webhook_registered_over_0_3_still_gets_the_0_3_task_after_a_restart(

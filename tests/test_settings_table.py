@@ -70,6 +70,15 @@ DEFAULTS: dict[str, Any] = {
     "log_format": "auto",
     "log_level": "INFO",
     "a2a_sdk_tracing": "false",
+    "jwt_issuer": None,
+    "jwt_audience": None,
+    "jwt_jwks_url": None,
+    "jwt_jwks_file": None,
+    "jwt_principal_claim": "sub",
+    "jwt_required_scope": None,
+    "admin_principals": (),
+    "metrics_public": False,
+    "max_sessions_per_principal": None,
 }
 
 # For each variable, a value it must refuse. A row missing here fails the test below, so a
@@ -127,6 +136,15 @@ BAD: dict[str, str] = {
     "ACP_DECISION_RETENTION": "0",
     "LOG_FORMAT": "xml",
     "LOG_LEVEL": "LOUD",
+    "A2A_JWT_ISSUER": "ftp://idp.example.org",
+    "A2A_JWT_AUDIENCE": "a2a-bridge",  # refused without A2A_JWT_ISSUER
+    "A2A_JWT_JWKS_URL": "ftp://idp.example.org/jwks",
+    "A2A_JWT_JWKS_FILE": "missing.json",
+    "A2A_JWT_PRINCIPAL_CLAIM": "two words",
+    "A2A_JWT_REQUIRED_SCOPE": "a2a",  # refused without A2A_JWT_ISSUER
+    "A2A_ADMIN_PRINCIPALS": "ops,not a name!",
+    "A2A_METRICS_PUBLIC": "perhaps",
+    "ACP_MAX_SESSIONS_PER_PRINCIPAL": "0",
 }
 # Rows whose every text is a valid value.
 ANY_TEXT = {
@@ -205,8 +223,8 @@ def test_a_token_stays_out_of_the_settings_repr(tmp_path: Path) -> None:
     (tmp_path / "tokens").write_text(f"{'f' * 32}\n")
     with_token = Settings.from_env({"A2A_TOKEN": TOKEN}, cwd=tmp_path)
     with_file = Settings.from_env({"A2A_TOKEN_FILE": "tokens"}, cwd=tmp_path)
-    assert with_token.tokens == (TOKEN,)
-    assert with_file.tokens == ("f" * 32,)
+    assert [(e.principal, e.plain) for e in with_token.tokens] == [("default", TOKEN)]
+    assert [(e.principal, e.plain) for e in with_file.tokens] == [("token-1", "f" * 32)]
     assert TOKEN not in repr(with_token)
     assert "f" * 32 not in repr(with_file)
 

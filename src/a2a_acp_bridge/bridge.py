@@ -68,6 +68,7 @@ from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
 from a2a_acp_bridge.pool import WarmPool
 from a2a_acp_bridge.prompt import PromptPart
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 from a2a_acp_bridge.supervisors import supervisor_from
 from a2a_acp_bridge.turn import Phase, Turn, TurnCancelled
 from a2a_acp_bridge.turn_queue import TurnQueue
@@ -89,11 +90,13 @@ SANDBOX_REPLACED = (
 
 @dataclass(eq=False)
 class Conversation:
-    """One A2A context."""
+    """One A2A context of one principal. `context_id` is the bridge's key for the pair
+    (principals.conversation_key: the caller's contextId alone for `default`)."""
 
     context_id: str
     boundary: Boundary
     queue: TurnQueue
+    principal: str = DEFAULT_PRINCIPAL
     session: AgentSession | None = None
     last_session_id: str | None = None
     starting: anyio.Event | None = None
@@ -428,11 +431,14 @@ class Bridge:
 
     # --- conversations -----------------------------------------------------------------
 
-    def _conversation(self, context_id: str) -> Conversation:
+    def _conversation(self, context_id: str, principal: str = DEFAULT_PRINCIPAL) -> Conversation:
         conversation = self._conversations.get(context_id)
         if conversation is None:
             conversation = Conversation(
-                context_id, self._boundary_for(context_id), TurnQueue(self.settings.max_queued)
+                context_id,
+                self._boundary_for(context_id),
+                TurnQueue(self.settings.max_queued),
+                principal=principal,
             )
             self._conversations[context_id] = conversation
             self._resume(conversation)
@@ -460,6 +466,7 @@ class Bridge:
             if session is not None:
                 self._retire(conversation, session)
             if conversation.starting is None:
+                self._check_principal_cap(conversation)  # issue 13
                 pooled = None
                 if conversation.last_session_id is None and self._is_fresh(conversation):
                     pooled = self.pool.take()
@@ -557,6 +564,35 @@ class Bridge:
         raise CapacityError(
             f"The bridge is running as many agents as it may ({limit}, ACP_MAX_SESSIONS), all "
             f"busy with other conversations{waited}; send the task again when one finishes."
+        )
+
+    # --- per-principal cap (issue 13) ---------------------------------------------------
+
+    def _check_principal_cap(self, conversation: Conversation) -> None:
+        """Refuse (CapacityError, at once) a new adapter for a principal whose other
+        conversations already hold ACP_MAX_SESSIONS_PER_PRINCIPAL busy adapters."""
+        cap = self.settings.per_principal_sessions
+        if cap >= self.settings.max_sessions:
+            return  # the global cap decides, as it always did
+        held = sum(
+            1
+            for other in self._conversations.values()
+            if other is not conversation
+            and other.principal == conversation.principal
+            and other.holds_adapter
+            and other.busy
+        )
+        if held < cap:
+            return
+        self.metrics.capacity_refused("principal")
+        logger.warning(
+            "task refused: the principal holds as many adapters as it may",
+            extra={"max_sessions_per_principal": cap},
+        )
+        raise CapacityError(
+            f"This caller already runs as many agents as it may ({cap}, "
+            "ACP_MAX_SESSIONS_PER_PRINCIPAL), all busy with its other conversations; send the "
+            "task again when one finishes."
         )
 
     def _capacity_freed(self) -> None:
@@ -680,12 +716,18 @@ class Bridge:
 
     # --- turns -------------------------------------------------------------------------
 
-    def accept(self, task_id: str, context_id: str, message_id: str | None = None) -> Turn:
+    def accept(
+        self,
+        task_id: str,
+        context_id: str,
+        message_id: str | None = None,
+        principal: str = DEFAULT_PRINCIPAL,
+    ) -> Turn:
         """The task's one Turn, registered before the task is visible: a cancel finds it
         from this moment on. `finish` lets it go once its final state is published."""
         turn = self._turns.get(task_id)
         if turn is None:
-            turn = Turn(task_id, context_id, message_id)
+            turn = Turn(task_id, context_id, message_id, principal=principal)
             self._turns[task_id] = turn
         return turn
 
@@ -704,7 +746,7 @@ class Bridge:
         Raises TurnCancelled when the task was cancelled before the agent was prompted."""
         if self.task_recorded is not None:
             await self.task_recorded(turn.task_id)
-        conversation = self._conversation(turn.context_id)
+        conversation = self._conversation(turn.conversation_key, turn.principal)
         queue = conversation.queue
         if queue.full:
             self.metrics.capacity_refused("queue")
@@ -781,7 +823,7 @@ class Bridge:
         if turn is None:
             return False
         turn.request_cancel(reason)
-        conversation = self._conversations.get(turn.context_id)
+        conversation = self._conversations.get(turn.conversation_key)
         session = conversation.session if conversation is not None else None
         if turn.running and session is not None:
             await session.cancel_turn(turn)
@@ -840,6 +882,7 @@ class Bridge:
                 owned=boundary.owned,
                 agent=self.agent_key,
                 session_id=conversation.last_session_id,
+                principal=conversation.principal,
             )
         )
 

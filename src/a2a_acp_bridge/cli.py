@@ -1,4 +1,4 @@
-"""The command line: `serve`, `doctor`, `send`, `card`, `policy` and `decisions`.
+"""The command line: `serve`, `doctor`, `send`, `card`, `token hash`, `policy` and `decisions`.
 
 This is the only module that reads the environment, the `.env` file and argv. A bad value
 stops the start with one line naming the variable and the problem, and exit status 2.
@@ -30,6 +30,7 @@ from a2a_acp_bridge.config import (
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.isolation import Isolation
 from a2a_acp_bridge.logs import configure_logging
+from a2a_acp_bridge.principals import check_token, hash_scrypt, hash_sha256
 
 PROG = "a2a-acp-bridge"
 A2A_TRACING_VARIABLE = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
@@ -148,6 +149,16 @@ def _parser() -> argparse.ArgumentParser:
     decisions.add_argument("--limit", type=int, default=100, help="at most this many (100)")
     decisions.add_argument("--json", action="store_true", help="JSON instead of lines")
 
+    token = commands.add_parser("token", help="tokens of A2A_TOKEN_FILE")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    hashing = token_commands.add_parser(
+        "hash",
+        help="read a token from stdin, print its hashed form for A2A_TOKEN_FILE (NAME HASH)",
+    )
+    hashing.add_argument(
+        "--scrypt", action="store_true", help="scrypt (slow to guess) instead of sha256"
+    )
+
     card = commands.add_parser("card", help="print the agent card")
     card.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     _token_flag(card)
@@ -162,7 +173,8 @@ def _plain(markdown: str) -> str:
 def _token_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token",
-        help="bearer token for the bridge (default: A2A_TOKEN, or the first of A2A_TOKEN_FILE)",
+        help="bearer token for the bridge (default: A2A_TOKEN, or the first token A2A_TOKEN_FILE "
+        "holds in clear)",
     )
 
 
@@ -183,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _doctor(args)
     if args.command in ("policy", "decisions"):
         return _decision_channel(args)
+    if args.command == "token":
+        return _hash_token(args)
     from a2a_acp_bridge.a2a.client import print_card, send_and_print
 
     try:
@@ -228,6 +242,18 @@ def _decision_channel(args: argparse.Namespace) -> int:
         limit=max(1, args.limit),
         as_json=args.json,
     )
+
+
+def _hash_token(args: argparse.Namespace) -> int:
+    """The token on stdin's first line, hashed (never echoed: not even in an error)."""
+    line = sys.stdin.readline().strip()
+    try:
+        token = check_token("the token on stdin", line)
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(hash_scrypt(token) if args.scrypt else hash_sha256(token))
+    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

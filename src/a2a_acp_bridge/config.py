@@ -24,7 +24,16 @@ from urllib.parse import urlsplit
 
 from a2a_acp_bridge.adapters import is_unsupervised_mode
 from a2a_acp_bridge.errors import ConfigError
+from a2a_acp_bridge.jwt_bearer import JwtPolicy, read_jwks_file
+from a2a_acp_bridge.principals import (
+    TokenEntry,
+    check_name,
+    check_token,
+    digest,
+    parse_token_lines,
+)
 from a2a_acp_bridge.protection import Protection, bridge_protection, parse_writable
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 from a2a_acp_bridge.setting import (
     Boolean,
     Choice,
@@ -71,13 +80,8 @@ DEFAULT_MAX_PARTS = 1000
 SANDBOX_DIR_NAME = ".acp-sandboxes"
 # The bridge's own state (the conversations' adapter homes; later its database).
 STATE_DIR_NAME = ".a2a-acp-bridge"
-# A bearer token shorter than this is guessable; 16 characters of a random token is
-# already far beyond online guessing.
-MIN_TOKEN_CHARS = 16
 # An ACP authentication method id as adapters spell them (`api-key`, `gemini-api-key`).
 _METHOD_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
-# RFC 6750 b64token: what may stand after "Bearer " in an Authorization header.
-_TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # Host names every loopback-bound server answers to.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 LOG_FORMATS = ("auto", "text", "json")
@@ -157,8 +161,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def read_token_file(variable: str, text: str, *, base: Path) -> tuple[str, ...]:
-    """The tokens of A2A_TOKEN_FILE: one a line, blank lines and # comments skipped."""
+def read_token_file(variable: str, text: str, *, base: Path) -> tuple[TokenEntry, ...]:
+    """The entries of A2A_TOKEN_FILE (principals.py: `NAME TOKEN`, hashed, or bare)."""
     path = Path(text).expanduser()
     if not path.is_absolute():
         path = base / path
@@ -169,36 +173,21 @@ def read_token_file(variable: str, text: str, *, base: Path) -> tuple[str, ...]:
     except (OSError, UnicodeDecodeError) as exc:
         problem = exc.strerror if isinstance(exc, OSError) else "is not UTF-8 text"
         raise ConfigError(variable, f"{text!r} cannot be read: {problem}") from None
-    tokens = []
-    for number, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if line and not line.startswith("#"):
-            tokens.append(_check_token(f"{variable} line {number}", line))
-    if not tokens:
+    entries = parse_token_lines(variable, lines)
+    if not entries:
         raise ConfigError(variable, f"{text!r} holds no token (one a line)")
-    return tuple(tokens)
+    return entries
 
 
 def parse_tokens(env: Mapping[str, str], *, base: Path) -> tuple[str, ...]:
-    """The accepted bearer tokens alone (what `send` and `card` present), from raw strings."""
+    """The bearer tokens in clear (what `send` and `card` present), from raw strings: a
+    hashed entry of the file cannot be presented."""
     rows = {row.name: row for row in SETTINGS}
     token = rows["token"].value(env, {}, base)
-    return (token,) if token else rows["file_tokens"].value(env, {}, base)
-
-
-def _check_token(where: str, token: str) -> str:
-    # Never echo the token itself: the message goes to logs and terminals.
-    if not _TOKEN_RE.fullmatch(token):
-        raise ConfigError(
-            where, "a token may hold only letters, digits and - . _ ~ + / (then = padding)"
-        )
-    if len(token) < MIN_TOKEN_CHARS:
-        raise ConfigError(
-            where,
-            f"the token is {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
-            "random ones (for example: openssl rand -hex 32)",
-        )
-    return token
+    if token:
+        return (token,)
+    entries: tuple[TokenEntry, ...] = rows["file_tokens"].value(env, {}, base)
+    return tuple(entry.plain for entry in entries if entry.plain)
 
 
 # --- the kinds only the bridge has ----------------------------------------------------------
@@ -366,17 +355,17 @@ class Token(Kind[str]):
     secret = True
 
     def parse(self, variable: str, text: str, base: Path) -> str:
-        return _check_token(variable, text)
+        return check_token(variable, text)
 
 
 @dataclass(frozen=True)
-class TokenFile(Kind[tuple[str, ...]]):
-    """A file of bearer tokens, one a line, read once at start."""
+class TokenFile(Kind[tuple[TokenEntry, ...]]):
+    """A file of bearer tokens and their principals, one a line, read once at start."""
 
     blank = "unset"
     secret = True
 
-    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+    def parse(self, variable: str, text: str, base: Path) -> tuple[TokenEntry, ...]:
         return read_token_file(variable, text, base=base) if text else ()
 
 
@@ -447,12 +436,46 @@ def check_supervisors(settings: Settings) -> None:
     if "console" in names and not settings.console_token:
         # The A2A caller holds the A2A tokens: with them it could approve its own requests.
         raise ConfigError("ACP_SUPERVISOR", "`console` needs ACP_CONSOLE_TOKEN")
-    if settings.console_token and settings.console_token in settings.tokens:
+    if settings.console_token and any(
+        entry.accepts(settings.console_token) for entry in settings.tokens
+    ):
         raise ConfigError(
             "ACP_CONSOLE_TOKEN",
             "must differ from every A2A token: whoever holds an A2A token is the caller, "
             "and the caller never decides",
         )
+
+
+@dataclass(frozen=True)
+class PrincipalNames(Kind[tuple[str, ...]]):
+    """Comma-separated principal names."""
+
+    def parse(self, variable: str, text: str, base: Path) -> tuple[str, ...]:
+        names = tuple(name.strip() for name in text.split(",") if name.strip())
+        for name in names:
+            check_name(variable, name)
+        return names
+
+
+@dataclass(frozen=True)
+class JwksFile(Kind[Path]):
+    """A JWKS file, checked at start (it must hold an asymmetric signing key)."""
+
+    def parse(self, variable: str, text: str, base: Path) -> Path:
+        path = Path(text).expanduser()
+        path = path if path.is_absolute() else base / path
+        read_jwks_file(variable, path)
+        return path
+
+
+@dataclass(frozen=True)
+class ClaimName(Kind[str]):
+    """A JWT claim's name."""
+
+    def parse(self, variable: str, text: str, base: Path) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.:/-]{1,64}", text):
+            raise ConfigError(variable, f"{text[:40]!r} is not a claim name")
+        return text
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -526,13 +549,65 @@ class Settings:
         "a bearer token every request must carry (except the card and the probes); 16 or "
         "more characters of `A-Z a-z 0-9 - . _ ~ + /`",
     )
-    file_tokens: tuple[str, ...] = setting(
+    file_tokens: tuple[TokenEntry, ...] = setting(
         "A2A_TOKEN_FILE",
         TokenFile(),
         "",
-        "a file with one token a line (blank lines and `#` comments skipped), all accepted: "
-        "rotate by adding the new token, then removing the old; read at start",
+        "a file of `NAME TOKEN` lines, one principal each (the token may be stored as "
+        "`sha256:HEX` or `scrypt:...`: `a2a-acp-bridge token hash`); blank lines and `#` "
+        "comments skipped; read at start (docs/operations.md, Principals)",
         excludes="A2A_TOKEN",
+    )
+    jwt_issuer: str | None = setting(
+        "A2A_JWT_ISSUER",
+        OrUnset(Url()),
+        "",
+        "accept JWT bearer tokens from this issuer (`iss`); needs `A2A_JWT_AUDIENCE` and "
+        "`A2A_JWT_JWKS_URL` or `A2A_JWT_JWKS_FILE`",
+    )
+    jwt_audience: str | None = setting(
+        "A2A_JWT_AUDIENCE",
+        OrUnset(Text()),
+        "",
+        "the audience (`aud`) a JWT must be issued for",
+    )
+    jwt_jwks_url: str | None = setting(
+        "A2A_JWT_JWKS_URL",
+        OrUnset(Url()),
+        "",
+        "the issuer's JWKS (https, or http on loopback), fetched and cached, fetched again "
+        "for an unknown `kid` (at most once a minute)",
+    )
+    jwt_jwks_file: Path | None = setting(
+        "A2A_JWT_JWKS_FILE",
+        OrUnset(JwksFile()),
+        "",
+        "the issuer's JWKS as a file, read at start (offline)",
+        excludes="A2A_JWT_JWKS_URL",
+    )
+    jwt_principal_claim: str = setting(
+        "A2A_JWT_PRINCIPAL_CLAIM",
+        ClaimName(),
+        "sub",
+        "the JWT claim that names the principal",
+    )
+    jwt_required_scope: str | None = setting(
+        "A2A_JWT_REQUIRED_SCOPE",
+        OrUnset(Text()),
+        "",
+        "a scope every JWT must grant (in `scope` or `scp`)",
+    )
+    admin_principals: tuple[str, ...] = setting(
+        "A2A_ADMIN_PRINCIPALS",
+        PrincipalNames(),
+        "",
+        "principals (comma-separated) who see and may cancel every task",
+    )
+    metrics_public: bool = setting(
+        "A2A_METRICS_PUBLIC",
+        Boolean(),
+        "false",
+        "serve `/metrics` without a token even when tokens are required",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "A2A_ALLOWED_HOSTS",
@@ -558,6 +633,14 @@ class Settings:
         "live adapter processes at most (conversations and warm ones together); beyond it a "
         "new conversation waits `ACP_ADMISSION_TIMEOUT_MS`, then is REJECTED "
         "(docs/operations.md, Limits)",
+    )
+    max_sessions_per_principal: int | None = setting(
+        "ACP_MAX_SESSIONS_PER_PRINCIPAL",
+        OrUnset(Integer(minimum=1)),
+        "",
+        "busy adapters one principal may hold at once; a new conversation beyond it is "
+        "REJECTED at once",
+        shown="`ACP_MAX_SESSIONS`",
     )
     max_queued: int = setting(
         "ACP_MAX_QUEUED_TASKS",
@@ -890,13 +973,14 @@ class Settings:
     token_file: Path | None = None
 
     def __post_init__(self) -> None:
-        if not self.tokens and not self.insecure and not is_loopback(self.host):
+        if not self.authenticates and not self.insecure and not is_loopback(self.host):
             raise ConfigError(
                 "HOST",
                 f"{self.host!r} is reachable from other machines and no token is set: set "
-                "A2A_TOKEN or A2A_TOKEN_FILE, or pass --insecure to serve without "
-                "authentication",
+                "A2A_TOKEN, A2A_TOKEN_FILE or A2A_JWT_ISSUER, or pass --insecure to serve "
+                "without authentication",
             )
+        self._check_jwt()
         if self.pool_size > self.max_sessions:
             raise ConfigError(
                 "ACP_POOL_SIZE",
@@ -915,10 +999,63 @@ class Settings:
             writable=self.writable_protected,
         )
 
+    def _check_jwt(self) -> None:
+        jwt_rows = {
+            "A2A_JWT_AUDIENCE": self.jwt_audience,
+            "A2A_JWT_JWKS_URL": self.jwt_jwks_url,
+            "A2A_JWT_JWKS_FILE": self.jwt_jwks_file,
+            "A2A_JWT_REQUIRED_SCOPE": self.jwt_required_scope,
+        }
+        if self.jwt_issuer is None:
+            for variable, value in jwt_rows.items():
+                if value is not None:
+                    raise ConfigError(variable, "needs A2A_JWT_ISSUER")
+            return
+        if self.jwt_audience is None:
+            raise ConfigError("A2A_JWT_AUDIENCE", "must be set with A2A_JWT_ISSUER")
+        if self.jwt_jwks_url is None and self.jwt_jwks_file is None:
+            raise ConfigError(
+                "A2A_JWT_ISSUER", "needs the issuer's keys: A2A_JWT_JWKS_URL or A2A_JWT_JWKS_FILE"
+            )
+        url = self.jwt_jwks_url
+        if url is not None and url.startswith("http://"):
+            host = urlsplit(url).hostname or ""
+            if not is_loopback(host):
+                raise ConfigError(
+                    "A2A_JWT_JWKS_URL", "the keys must come over https (http only on loopback)"
+                )
+
     @property
-    def tokens(self) -> tuple[str, ...]:
-        """The bearer tokens requests may carry (empty: no authentication)."""
-        return (self.token,) if self.token else self.file_tokens
+    def tokens(self) -> tuple[TokenEntry, ...]:
+        """The bearer tokens requests may carry, with their principals (A2A_TOKEN alone is
+        the principal `default`)."""
+        if self.token:
+            return (TokenEntry(DEFAULT_PRINCIPAL, sha256=digest(self.token), plain=self.token),)
+        return self.file_tokens
+
+    @property
+    def jwt_policy(self) -> JwtPolicy | None:
+        """What a JWT bearer token must satisfy, when JWTs are accepted."""
+        if self.jwt_issuer is None or self.jwt_audience is None:
+            return None
+        return JwtPolicy(
+            issuer=self.jwt_issuer,
+            audience=self.jwt_audience,
+            jwks_url=self.jwt_jwks_url,
+            jwks_file=self.jwt_jwks_file,
+            principal_claim=self.jwt_principal_claim,
+            required_scope=self.jwt_required_scope,
+        )
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether every request but the public ones needs a bearer token."""
+        return bool(self.tokens) or self.jwt_issuer is not None
+
+    @property
+    def per_principal_sessions(self) -> int:
+        """ACP_MAX_SESSIONS_PER_PRINCIPAL, unset: the global cap."""
+        return self.max_sessions_per_principal or self.max_sessions
 
     def host_allowlist(self) -> frozenset[str] | None:
         """Host names the server answers to, or None when any is accepted.

@@ -5,8 +5,11 @@ A `ConversationRecord` is what the bridge knows of one A2A context: its working 
 with the identity (st_dev, st_ino, inode generation) it had when the bridge made it
 (boundary.py trusts a sandbox only while it is that very directory), whether the bridge
 owns it, which agent (the preset, or the command line) made its ACP session and that
-session's id, the principal that owns it ("default" until callers are told apart), and when
-it was last used. The book keeps every record in memory and writes through the state
+session's id, the principal that owns it, and when it was last used. A record's
+`context_id` is the bridge's key of the conversation, (principal, contextId) as one string
+(principals.conversation_key: the caller's contextId alone for `default`, so records
+written before principals existed are `default`'s): the same contextId of two principals
+is two records. The book keeps every record in memory and writes through the state
 writer: a new record, or a new session or sandbox, is written before the turn goes on
 (`remember`); the time of last use goes with the next batch (`touch`).
 """

@@ -14,22 +14,29 @@ bridge at scrape time. `GET /metrics` renders `exposition()`.
     adapter_starts_total{outcome}             ok | failed
     adapter_crashes_total                     exits the bridge did not ask for
     permission_decisions_total{verdict,rule}  every session/request_permission
+    tasks_accepted_total{principal}           tasks accepted, by principal (below)
+    capacity_refusals_total{limit}            sessions | principal | queue
+    http_refusals_total{reason}               host | unauthorized | token_unverifiable |
+                                              body_too_large | bad_length
+    background_failures_total{task}           warm_start | the bridge's own background tasks
     decisions_total{decider,verdict}          every decider's verdict (shadow ones too)
     decision_seconds{decider}                 histogram: a request's arrival to its verdict
     decision_timeouts_total                   supervisors that did not answer in time
-    capacity_refusals_total{limit}            sessions | queue
-    http_refusals_total{reason}               host | unauthorized | body_too_large | bad_length
-    background_failures_total{task}           warm_start | the bridge's own background tasks
     supervisor_answers_total{supervisor,verdict}  webhook | console; allow | deny
     supervisor_latency_seconds{supervisor}    histogram: question asked to answer
     supervisor_failures_total{supervisor,cause}   no verdict: down | timeout | status |
                                               garbage | signature | too_large | abstained |
                                               cancelled
+
+The `principal` label is bounded: it is the principal's name only for the names the
+operator wrote down (the token file's, `default`, A2A_ADMIN_PRINCIPALS, see
+`name_principals`); any other principal (a JWT subject: as many as the identity provider
+has users) counts as `other`. Logs carry every principal's name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -157,9 +164,16 @@ class Metrics:
             registry=r,
         )
         # --- end of the supervisors ---
+        self._accepted = Counter(
+            f"{PREFIX}_tasks_accepted",
+            "Tasks accepted, by principal (a name the operator configured, else `other`).",
+            ["principal"],
+            registry=r,
+        )
+        self._named: frozenset[str] = frozenset()
         for outcome in ("ok", "failed"):
             self._starts.labels(outcome)
-        for limit in ("sessions", "queue"):
+        for limit in ("sessions", "principal", "queue"):
             self._capacity.labels(limit)
 
     # --- gauges read at scrape time ------------------------------------------------------
@@ -182,6 +196,13 @@ class Metrics:
     def task_finished(self, state: str, duration_s: float) -> None:
         self._tasks.labels(state).inc()
         self._duration.labels(state).observe(duration_s)
+
+    def name_principals(self, names: Collection[str]) -> None:
+        """The principals whose names may be a label value (a bounded set)."""
+        self._named = frozenset(names)
+
+    def task_accepted(self, principal: str) -> None:
+        self._accepted.labels(principal if principal in self._named else "other").inc()
 
     def first_event(self, latency_s: float) -> None:
         self._first_event.observe(latency_s)

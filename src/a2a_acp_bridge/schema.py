@@ -37,7 +37,7 @@ from sqlalchemy import (
 
 from a2a_acp_bridge.errors import StateError
 
-# The principal of a conversation until callers are told apart (a later issue fills it).
+# The principal of a caller when the bridge has no tokens, and of rows stored before principals.
 DEFAULT_PRINCIPAL = "default"
 SCHEMA_VERSION_KEY = "schema_version"
 

@@ -6,7 +6,9 @@ conversation's ACP session; the session's client reads it to answer permission r
 and to hold the agent's question for the caller; the executor reads how it ended. Each fact
 about the task lives here once:
 
-- its ids (task, context, the caller's message, and the ACP session once it runs);
+- its ids (task, context, the caller's message, and the ACP session once it runs) and the
+  principal whose task it is (its conversation is the pair, `conversation_key`; the
+  permission path and the decision ledger read `principal` from here);
 - the cancel request and its reason (`request_cancel`: the caller's CancelTask, or the
   bridge shutting down) and whether session/cancel was sent to the agent (`interrupted`:
   for the caller's cancel, and also for the bridge's own reasons, a deadline or a mode the
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 import anyio
 
 from a2a_acp_bridge.events import QuestionAsked, QuestionReply, TurnEnd
+from a2a_acp_bridge.principals import conversation_key
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 
 CALLER_CANCEL_REASON = "Cancelled at the caller's request."
 
@@ -83,8 +87,14 @@ class Turn:
     stopped: anyio.Event = field(default_factory=anyio.Event)
     # When each permission request still waiting for a supervisor began (monotonic).
     _deciding: list[float] = field(default_factory=list)
+    principal: str = DEFAULT_PRINCIPAL
     # Wakes whoever waits for this turn's place in the queue or for its adapter's start.
     _wake: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def conversation_key(self) -> str:
+        """The bridge's key of this task's conversation: (principal, contextId)."""
+        return conversation_key(self.principal, self.context_id)
 
     @property
     def running(self) -> bool:

@@ -32,7 +32,7 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -53,8 +53,9 @@ from a2a_acp_bridge.a2a.discovery import CARD_PATH, LEGACY_CARD_PATH, CardEndpoi
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
 from a2a_acp_bridge.a2a.gate import Gate
-from a2a_acp_bridge.a2a.guard import Guard, TokenCheck
+from a2a_acp_bridge.a2a.guard import METRICS_PATH, PUBLIC_PATHS, Authenticator, Guard
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
+from a2a_acp_bridge.a2a.ownership import ADMIN_STATE, principal_of
 from a2a_acp_bridge.a2a.persistence import Persistence
 from a2a_acp_bridge.a2a.push import V03, VERSION_STATE, PushDelivery, PushUrlPolicy
 from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
@@ -64,7 +65,10 @@ from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.console_web import PREFIX as CONSOLE_PREFIX
 from a2a_acp_bridge.console_web import ConsoleAuth, console_routes, ledger_recent
+from a2a_acp_bridge.jwt_bearer import JwtVerifier
 from a2a_acp_bridge.metrics import CONTENT_TYPE
+from a2a_acp_bridge.principals import TokenCheck
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 from a2a_acp_bridge.state_writer import StateHealth
 from a2a_acp_bridge.supervisors import find_console
 
@@ -84,10 +88,15 @@ class ServerState:
 class CallContextBuilder(DefaultServerCallContextBuilder):
     """The SDK's call context, plus whether the caller reads a stream (HTTP+JSON path) and
     the A2A version the request speaks (no header: 0.3; the gate turned a query parameter
-    into the header)."""
+    into the header). The caller's principal is the context's user (the guard put it in
+    the scope); whether it is an operator (A2A_ADMIN_PRINCIPALS) is in its state."""
+
+    def __init__(self, admins: Collection[str] = ()) -> None:
+        self.admins = frozenset(admins)
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
+        context.state[ADMIN_STATE] = principal_of(context) in self.admins
         context.state["rest_stream"] = request.url.path.endswith((":stream", ":subscribe"))
         version = request.headers.get("a2a-version", "").strip() or V03
         context.state[VERSION_STATE] = V03 if version.startswith("0.") else version
@@ -106,6 +115,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
             agent_info=bridge.agent_info,
             name=settings.name,
             bearer=bool(settings.tokens),
+            oidc=settings.jwt_policy,
             with_v03=with_v03,
             supervised=bridge.supervised is not False,
             prompt_capabilities=bridge.prompt_capabilities,
@@ -126,7 +136,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         push_sender=push,
         push_url_validator=push_policy.accepts,
     )
-    context_builder = CallContextBuilder()
+    context_builder = CallContextBuilder(settings.admin_principals)
     dispatcher = JsonRpcDispatcher(handler, context_builder=context_builder)
     # The SDK's 0.3 adapter, with the bridge's error codes (see a2a/compat.py).
     dispatcher.enable_v0_3_compat = True
@@ -205,9 +215,23 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         ),
         *create_rest_routes(handler, context_builder=context_builder, path_prefix=REST_PREFIX),
     ]
+    tokens = TokenCheck(settings.tokens)
+    if tokens.positional:
+        logger.warning(
+            "A2A_TOKEN_FILE holds bare tokens, named by their position; write NAME TOKEN "
+            "lines instead (removing a line renames the bare tokens after it)",
+            extra={"principals": list(tokens.positional)},
+        )
+    bridge.metrics.name_principals(
+        {DEFAULT_PRINCIPAL, *settings.admin_principals, *(e.principal for e in settings.tokens)}
+    )
+    policy = settings.jwt_policy
+    authenticator = Authenticator(tokens, JwtVerifier(policy) if policy is not None else None)
+    public = PUBLIC_PATHS | {METRICS_PATH} if settings.metrics_public else PUBLIC_PATHS
     guard = Middleware(
         Guard,
-        tokens=TokenCheck(settings.tokens),
+        tokens=authenticator,
+        public_paths=public,
         allowed_hosts=settings.host_allowlist(),
         max_body_bytes=settings.max_body_bytes,
         on_refusal=bridge.metrics.http_refused,

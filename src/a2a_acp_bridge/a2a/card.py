@@ -16,6 +16,7 @@ from a2a.types.a2a_pb2 import (
     AgentInterface,
     AgentSkill,
     HTTPAuthSecurityScheme,
+    OpenIdConnectSecurityScheme,
     SecurityRequirement,
     SecurityScheme,
     StringList,
@@ -23,6 +24,7 @@ from a2a.types.a2a_pb2 import (
 
 from a2a_acp_bridge import __version__
 from a2a_acp_bridge.agent import AgentInfo, PromptCapabilities
+from a2a_acp_bridge.jwt_bearer import JwtPolicy
 
 # What every agent is given (text and data parts become text); the rest depends on what
 # the agent advertised at initialize (acp/prompt.py decides how each file reaches it).
@@ -50,6 +52,11 @@ def input_modes(caps: PromptCapabilities | None) -> list[str]:
 OUTPUT_MODES = ["text/plain", "application/json", "text/x-diff"]
 # The name of the bearer scheme in `securitySchemes` (A2A_TOKEN / A2A_TOKEN_FILE).
 BEARER_SCHEME = "bearer"
+# The names of the identity provider's schemes (A2A_JWT_ISSUER): its OpenID Connect
+# discovery document, and the same tokens as an HTTP bearer scheme (format JWT) for
+# clients that read only those. Either satisfies the card's requirements.
+OIDC_SCHEME = "oidc"
+JWT_BEARER_SCHEME = "jwt"
 
 
 def build_card(
@@ -60,6 +67,7 @@ def build_card(
     name: str | None = None,
     supervised: bool = True,
     bearer: bool = False,
+    oidc: JwtPolicy | None = None,
     with_v03: bool = False,
     prompt_capabilities: PromptCapabilities | None = None,
     isolation: str = "",
@@ -123,4 +131,28 @@ def build_card(
         card.security_requirements.append(
             SecurityRequirement(schemes={BEARER_SCHEME: StringList(list=[])})
         )
+    if oidc is not None:
+        scopes = [oidc.required_scope] if oidc.required_scope else []
+        card.security_schemes[OIDC_SCHEME].CopyFrom(
+            SecurityScheme(
+                open_id_connect_security_scheme=OpenIdConnectSecurityScheme(
+                    open_id_connect_url=oidc.discovery_url,
+                    description=f"An access token (JWT) of {oidc.issuer} for the audience "
+                    f"{oidc.audience}.",
+                )
+            )
+        )
+        card.security_schemes[JWT_BEARER_SCHEME].CopyFrom(
+            SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="Bearer",
+                    bearer_format="JWT",
+                    description=f"An access token (JWT) of {oidc.issuer}.",
+                )
+            )
+        )
+        for name in (OIDC_SCHEME, JWT_BEARER_SCHEME):
+            card.security_requirements.append(
+                SecurityRequirement(schemes={name: StringList(list=scopes)})
+            )
     return card

@@ -36,9 +36,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
-from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import (
     Message,
@@ -52,11 +50,12 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.message import DecodeError
 from sqlalchemy import select
 
+from a2a_acp_bridge.a2a.ownership import owner_context
 from a2a_acp_bridge.a2a.states import INTERRUPTED, TERMINAL
 from a2a_acp_bridge.a2a.store import TaskStore
 from a2a_acp_bridge.config import DEFAULT_TASK_RETENTION
 from a2a_acp_bridge.errors import StateWriteError
-from a2a_acp_bridge.schema import tasks
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL, tasks
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import Delete, Upsert
 
@@ -64,25 +63,6 @@ logger = logging.getLogger(__name__)
 
 RESTART_MESSAGE = "The bridge restarted while this task was running."
 STOPPED_MESSAGE = "The bridge stopped while this task was running."
-
-
-class StoredOwner(User):
-    """The owner a task was stored under, as the SDK's owner resolver reads it."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def is_authenticated(self) -> bool:
-        return bool(self._name)
-
-    @property
-    def user_name(self) -> str:
-        return self._name
-
-
-def owner_context(owner: str) -> ServerCallContext:
-    return ServerCallContext(user=StoredOwner(owner)) if owner else ServerCallContext()
 
 
 def end_task(task: Task, text: str) -> TaskStatusUpdateEvent:
@@ -141,7 +121,9 @@ class DurableTaskStore(TaskStore):
                     select(tasks.c.id, tasks.c.owner, tasks.c.finished_ns, tasks.c.body)
                 )
             ).all()
-            for task_id, owner, finished_ns, body in rows:
+            for task_id, stored_owner, finished_ns, body in rows:
+                # Written before principals existed: the one caller there was, `default`.
+                owner = stored_owner or DEFAULT_PRINCIPAL
                 task = Task()
                 try:
                     task.ParseFromString(body)
@@ -171,6 +153,7 @@ class DurableTaskStore(TaskStore):
     async def _keep(self, task: Task, owner: str, finished_ns: int) -> None:
         """A restored (finished) task, in memory as it was stored: not folded again."""
         context = owner_context(owner)
+        self._owners[task.id] = owner
         await InMemoryTaskStore.save(self, task, context)
         self._finished[task.id] = context
         self._finished_ns[task.id] = finished_ns
@@ -195,7 +178,7 @@ class DurableTaskStore(TaskStore):
         database = self._database
         if database is None:
             return
-        owner = resolve_user_scope(context)
+        owner = self.owner_of(task.id) or DEFAULT_PRINCIPAL
         if state in TERMINAL:
             self._live.pop(task.id, None)
             self._finished_ns.setdefault(task.id, _status_ns(task))

@@ -54,12 +54,14 @@ from a2a.utils.errors import InvalidParamsError
 from a2a_acp_bridge.a2a.artifacts import CHANGES_ARTIFACT, TaskArtifacts, report_metadata
 from a2a_acp_bridge.a2a.failures import request_error, task_failure
 from a2a_acp_bridge.a2a.input import parsed_prompt, reply_from_message
+from a2a_acp_bridge.a2a.ownership import principal_of
 from a2a_acp_bridge.a2a.states import INTERRUPTED, OF_FINAL_STATE, TERMINAL
 from a2a_acp_bridge.a2a.store import ANSWER_ARTIFACT
 from a2a_acp_bridge.boundary import relative_text
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.events import FileChunk, QuestionAsked, TurnEvent
 from a2a_acp_bridge.logs import log_ids
+from a2a_acp_bridge.principals import conversation_key
 from a2a_acp_bridge.progress import (
     HOLD_S,
     AnswerFile,
@@ -391,8 +393,11 @@ class BridgeExecutor(AgentExecutor):
         current = context.current_task
         # a2a-sdk 1.3.0 invents a fresh contextId for a follow-up naming only its taskId.
         context_id = current.context_id if current is not None else (context.context_id or "")
-        with log_ids(task_id=task_id, context_id=context_id):
-            logger.info("task started", extra={"follow_up": current is not None})
+        principal = principal_of(context.call_context)
+        with log_ids(task_id=task_id, context_id=context_id, principal=principal):
+            logger.info(
+                "task started", extra={"follow_up": current is not None, "principal": principal}
+            )
             # The publisher, once there is one: the finally below runs also when the SDK
             # cancels this call (CancelTask) after the turn published CANCELED.
             found: list[TaskPublisher] = []
@@ -449,11 +454,13 @@ class BridgeExecutor(AgentExecutor):
             task = Task(id=task_id, context_id=context_id, history=[message])
             task.status.state = TaskState.TASK_STATE_SUBMITTED
             task.status.timestamp.GetCurrentTime()
+        principal = principal_of(context.call_context)
+        key = conversation_key(principal, context_id)
         publisher = TaskPublisher(
             event_queue,
             task_id,
             context_id,
-            lambda: self.bridge.root_of(context_id),
+            lambda: self.bridge.root_of(key),
             task=task,
             # Held back only for an agent that may answer with a message (unknown before
             # the first adapter starts): any other task is visible from this moment on.
@@ -470,7 +477,10 @@ class BridgeExecutor(AgentExecutor):
             )
             return
         # Registered before the task is visible, so a CancelTask always finds it.
-        turn = self.bridge.accept(task_id, context_id, message.message_id or None)
+        turn = self.bridge.accept(
+            task_id, context_id, message.message_id or None, principal=principal
+        )
+        self.bridge.metrics.task_accepted(principal)
         run = TaskRun(self, publisher, turn, prompt)
         self.runs[task_id] = run
         if not publisher.deferring:

@@ -5,10 +5,14 @@ A pure ASGI middleware in front of every route, checking in this order:
 1. Host: while the bridge is bound to loopback, a request whose `Host` header names
    anything but a loopback name, PUBLIC_URL's host or A2A_ALLOWED_HOSTS is answered
    421 (a web page that rebinds its own DNS name to 127.0.0.1 is stopped here).
-2. Token: with A2A_TOKEN or A2A_TOKEN_FILE set, every path except the public ones (the
-   agent card, /healthz, /readyz) needs `Authorization: Bearer <token>`; otherwise 401
-   with `WWW-Authenticate: Bearer`. Tokens are compared as SHA-256 digests with
-   `hmac.compare_digest`, so neither a token's content nor its length leaks through time.
+2. Token: with A2A_TOKEN, A2A_TOKEN_FILE or A2A_JWT_ISSUER set, every path except the
+   public ones (the agent card, /healthz, /readyz; /metrics with A2A_METRICS_PUBLIC) needs
+   `Authorization: Bearer <token>`; otherwise 401 with `WWW-Authenticate: Bearer` (503
+   while a JWT's keys cannot be fetched). The token names the caller's principal
+   (principals.py, jwt_bearer.py), put in the scope as its `user` for the SDK's call
+   context, and bound to every log line of the request; without authentication every
+   caller is `default`. Tokens are compared as SHA-256 digests with `hmac.compare_digest`,
+   so neither a token's content nor its length leaks through time.
    The human console's paths (`own_auth`, /console) are left to the console, which has a
    token of its own (console_web.py): an A2A token must not open it.
 3. Body: a `Content-Length` above A2A_MAX_BODY_BYTES is answered 413 before anything is
@@ -23,14 +27,20 @@ pass every check above. Refusals are small JSON bodies and are counted (see
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+import anyio
+import anyio.to_thread
+from starlette.authentication import SimpleUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from a2a_acp_bridge.jwt_bearer import JwtRefused, JwtVerifier, looks_like_jwt
+from a2a_acp_bridge.logs import log_ids
+from a2a_acp_bridge.principals import TokenCheck
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 
 logger = logging.getLogger(__name__)
 
@@ -38,39 +48,77 @@ logger = logging.getLogger(__name__)
 PUBLIC_PATHS = frozenset(
     {"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz", "/readyz"}
 )
+METRICS_PATH = "/metrics"
 REALM = "a2a-acp-bridge"
 # The close code for a refused websocket (RFC 6455: policy violation).
 WEBSOCKET_POLICY_VIOLATION = 1008
 
 
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode("utf-8")).digest()
+class Authenticator:
+    """Who a bearer token stands for: a token of A2A_TOKEN / A2A_TOKEN_FILE (principals.py)
+    or a JWT of the configured issuer (jwt_bearer.py). Without either, every caller is
+    the principal `default`."""
 
-
-class TokenCheck:
-    """The accepted bearer tokens, kept as digests."""
-
-    def __init__(self, tokens: Iterable[str]) -> None:
-        self._digests = tuple(_digest(token) for token in tokens)
+    def __init__(self, tokens: TokenCheck, jwt: JwtVerifier | None = None) -> None:
+        self.tokens = tokens
+        self.jwt = jwt
+        # scrypt entries are computed off the event loop, one at a time: a flood of wrong
+        # tokens holds one thread, not the loop.
+        self._slow = anyio.CapacityLimiter(1)
 
     @property
     def enabled(self) -> bool:
-        return bool(self._digests)
+        return self.tokens.enabled or self.jwt is not None
 
-    def accepts(self, authorization: str | None) -> bool:
-        """True when the Authorization header carries one of the tokens (scheme any case)."""
+    async def principal_of(self, authorization: str | None) -> str:
+        """The principal; Unauthenticated (with what to tell the caller) otherwise."""
+        if not self.enabled:
+            return DEFAULT_PRINCIPAL
         if not authorization:
-            return False
+            raise Unauthenticated("A bearer token is required (Authorization: Bearer <token>).")
         scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer" or not credentials.strip():
-            return False
-        offered = _digest(credentials.strip())
-        # Compare against every token, without stopping early, so timing says nothing
-        # about which one matched.
-        matched = False
-        for digest in self._digests:
-            matched |= hmac.compare_digest(offered, digest)
-        return matched
+        token = credentials.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthenticated("The bearer token was not accepted.", invalid=True)
+        found = self.tokens.principal_of_fast(token) if self.tokens.enabled else None
+        if found is not None:
+            return found
+        jwt_shaped = self.jwt is not None and looks_like_jwt(token)
+        if self.tokens.slow and not jwt_shaped:
+            # A JWT is never an scrypt entry's token: it is not made to pay scrypt's cost.
+            found = await anyio.to_thread.run_sync(
+                self.tokens.principal_of_slow, token, limiter=self._slow
+            )
+            if found is not None:
+                return found
+        if self.jwt is not None and jwt_shaped:
+            try:
+                principal, _claims = await self.jwt.principal_of(token)
+            except JwtRefused as exc:
+                raise Unauthenticated(
+                    f"The bearer token was not accepted: {exc.reason}.",
+                    invalid=True,
+                    unavailable=exc.unavailable,
+                    reason=exc.reason,
+                ) from None
+            return principal
+        raise Unauthenticated("The bearer token was not accepted.", invalid=True)
+
+
+class Unauthenticated(Exception):
+    def __init__(
+        self,
+        message: str,
+        *,
+        invalid: bool = False,
+        unavailable: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.invalid = invalid
+        self.unavailable = unavailable
+        self.reason = reason
 
 
 def host_name(header: str) -> str:
@@ -100,15 +148,17 @@ class Guard:
         self,
         app: ASGIApp,
         *,
-        tokens: TokenCheck,
+        tokens: TokenCheck | Authenticator,
         allowed_hosts: Collection[str] | None,
         max_body_bytes: int,
         on_refusal: Callable[[str], None] = lambda _reason: None,
         websocket_paths: Collection[str] = (),
         own_auth: str | None = None,
+        public_paths: Collection[str] = PUBLIC_PATHS,
     ) -> None:
         self.app = app
-        self.tokens = tokens
+        self.auth = tokens if isinstance(tokens, Authenticator) else Authenticator(tokens)
+        self.public_paths = frozenset(public_paths)
         self.allowed_hosts = allowed_hosts
         self.max_body_bytes = max_body_bytes
         self.on_refusal = on_refusal
@@ -123,7 +173,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
-        refusal = self._check(scope, headers)
+        refusal = await self._check(scope, headers)
         if refusal is None:
             length = headers.get("content-length")
             if length is not None and not length.isdigit():
@@ -147,11 +197,12 @@ class Guard:
             )
             await _respond(send, refusal)
             return
-        await self.app(scope, receive, send)
+        with log_ids(principal=scope["user"].display_name):
+            await self.app(scope, receive, send)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
-        refusal = self._check(scope, headers)
+        refusal = await self._check(scope, headers)
         if refusal is None and scope.get("path", "") in self.websocket_paths:
             await self.app(scope, receive, send)
             return
@@ -172,7 +223,7 @@ class Guard:
             # Closing before accepting: the server answers the handshake 403.
             await send({"type": "websocket.close", "code": WEBSOCKET_POLICY_VIOLATION})
 
-    def _check(self, scope: Scope, headers: dict[str, str]) -> DoorRefusal | None:
+    async def _check(self, scope: Scope, headers: dict[str, str]) -> DoorRefusal | None:
         if self.allowed_hosts is not None:
             host = host_name(headers.get("host", ""))
             if host not in self.allowed_hosts:
@@ -183,19 +234,27 @@ class Guard:
                     "the operator can add it to A2A_ALLOWED_HOSTS.",
                 )
         path = scope.get("path", "")
-        if self.tokens.enabled and path not in PUBLIC_PATHS and not self._own_auth(path):
-            authorization = headers.get("authorization")
-            if not self.tokens.accepts(authorization):
-                error = "invalid_token" if authorization else None
-                challenge = f'Bearer realm="{REALM}"' + (f', error="{error}"' if error else "")
-                return DoorRefusal(
-                    401,
-                    "unauthorized",
-                    "A bearer token is required (Authorization: Bearer <token>)."
-                    if authorization is None
-                    else "The bearer token was not accepted.",
-                    ((b"www-authenticate", challenge.encode("latin-1")),),
-                )
+        if path in self.public_paths or self._own_auth(path):
+            scope["user"] = SimpleUser(DEFAULT_PRINCIPAL)
+            return None
+        authorization = headers.get("authorization")
+        try:
+            principal = await self.auth.principal_of(authorization)
+        except Unauthenticated as exc:
+            if exc.reason is not None:
+                logger.info("bearer token refused", extra={"problem": exc.reason})
+            if exc.unavailable:
+                return DoorRefusal(503, "token_unverifiable", exc.message)
+            error = "invalid_token" if exc.invalid else None
+            challenge = f'Bearer realm="{REALM}"' + (f', error="{error}"' if error else "")
+            return DoorRefusal(
+                401,
+                "unauthorized",
+                exc.message,
+                ((b"www-authenticate", challenge.encode("latin-1")),),
+            )
+        # The SDK's call context reads the caller from here (a2a/app.py, CallContextBuilder).
+        scope["user"] = SimpleUser(principal)
         return None
 
     def _own_auth(self, path: str) -> bool:

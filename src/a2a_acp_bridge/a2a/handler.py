@@ -7,6 +7,9 @@ the store. A follow-up that names only its taskId is given that task's contextId
 the SDK sees it (a2a-sdk 1.3.0 would invent a fresh one and store the message under it); a
 message to a terminal task is refused here (-32004), before the SDK builds a task runner it
 would then leak.
+Every lookup is the caller's principal's (ownership.py): another principal's task is not
+found, exactly as an id that never existed. An operator (A2A_ADMIN_PRINCIPALS) sees every
+task in GetTask, ListTasks, CancelTask and SubscribeToTask only.
 Any exception the SDK did not turn into an A2A error is mapped at the one boundary,
 a2a/failures.py: logged with its traceback and answered with a plain internal error, so
 the caller never sees a traceback or a foreign exception's text.
@@ -41,6 +44,7 @@ from a2a.utils.task import apply_history_length
 
 from a2a_acp_bridge.a2a.failures import request_error
 from a2a_acp_bridge.a2a.input import parsed_prompt
+from a2a_acp_bridge.a2a.ownership import allow_admin_view
 from a2a_acp_bridge.a2a.states import BUSY, TERMINAL
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.prompt import check_acceptable
@@ -149,12 +153,14 @@ class BridgeRequestHandler(DefaultRequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
+        allow_admin_view(context)
         async for event in self._guarded_stream(
             "SubscribeToTask", super().on_subscribe_to_task(params, context)
         ):
             yield event
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        allow_admin_view(context)
         result: Task | None = await self._guarded(
             "GetTask", lambda: super(BridgeRequestHandler, self).on_get_task(params, context)
         )
@@ -163,6 +169,7 @@ class BridgeRequestHandler(DefaultRequestHandler):
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
+        allow_admin_view(context)
         result: ListTasksResponse = await self._guarded(
             "ListTasks", lambda: super(BridgeRequestHandler, self).on_list_tasks(params, context)
         )
@@ -171,6 +178,7 @@ class BridgeRequestHandler(DefaultRequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
+        allow_admin_view(context)
         result: Task | None = await self._guarded(
             "CancelTask", lambda: super(BridgeRequestHandler, self).on_cancel_task(params, context)
         )

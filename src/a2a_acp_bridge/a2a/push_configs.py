@@ -8,6 +8,11 @@ from memory; a config is written, encrypted whole (Fernet, push_key.py: its URL,
 credentials), before the caller is told it was stored, and deleted before the caller is
 told it was deleted; a write the database refuses is an error for the caller, naming the
 cause, and changes nothing. A task's configs go when the task is deleted.
+
+Each config belongs to the principal that set it (ownership.py); its secrets (token,
+credentials) are write-only: what a caller is given back, on setting it as on reading it,
+has each one replaced by `REDACTED`. Only delivery (`get_info_for_dispatch`) reads them.
+A config set again with a secret reading `REDACTED` keeps the one stored.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from __future__ import annotations
 import logging
 
 from a2a.server.context import ServerCallContext
-from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import PushNotificationConfigStore
 from a2a.server.tasks.push_notification_config_store import normalize_push_notification_config
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
@@ -24,13 +28,30 @@ from cryptography.fernet import InvalidToken, MultiFernet
 from google.protobuf.message import DecodeError
 from sqlalchemy import select
 
+from a2a_acp_bridge.a2a.ownership import REDACTED, owner_name, redacted
 from a2a_acp_bridge.a2a.push import V03, VERSION_STATE
 from a2a_acp_bridge.errors import StateWriteError
-from a2a_acp_bridge.schema import push_configs
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL, push_configs
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import Delete, Upsert
 
 logger = logging.getLogger(__name__)
+
+
+def kept_secrets(
+    config: TaskPushNotificationConfig,
+    known: tuple[str, TaskPushNotificationConfig] | None,
+    owner: str,
+) -> None:
+    """A config set again as it was read back (its secrets `REDACTED`) keeps the secrets
+    its owner stored before, so a client may edit a config it can no longer read whole."""
+    if known is None or known[0] != owner:
+        return
+    previous = known[1]
+    if config.token == REDACTED:
+        config.token = previous.token
+    if config.HasField("authentication") and config.authentication.credentials == REDACTED:
+        config.authentication.credentials = previous.authentication.credentials
 
 
 class DurablePushConfigStore(PushNotificationConfigStore):
@@ -60,7 +81,9 @@ class DurablePushConfigStore(PushNotificationConfigStore):
                     extra={"task_id": row["task_id"], "config_id": row["config_id"]},
                 )
                 continue
-            self._configs.setdefault(row["task_id"], {})[row["config_id"]] = (row["owner"], config)
+            # Written before principals existed: the one caller there was, `default`.
+            owner = row["owner"] or DEFAULT_PRINCIPAL
+            self._configs.setdefault(row["task_id"], {})[row["config_id"]] = (owner, config)
             if row["protocol"] == V03:
                 self._v03.add((row["task_id"], row["config_id"]))
         return len(rows)
@@ -72,7 +95,8 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         context: ServerCallContext,
     ) -> TaskPushNotificationConfig:
         stored = normalize_push_notification_config(task_id, notification_config)
-        owner = resolve_user_scope(context)
+        owner = owner_name(context)
+        kept_secrets(stored, self._configs.get(task_id, {}).get(stored.id), owner)
         over_v03 = context.state.get(VERSION_STATE) == V03
         if self._database is not None and self._cipher is not None:
             body = self._cipher.encrypt(stored.SerializeToString(deterministic=True))
@@ -89,15 +113,13 @@ class DurablePushConfigStore(PushNotificationConfigStore):
             self._v03.add((task_id, stored.id))
         else:
             self._v03.discard((task_id, stored.id))
-        result = TaskPushNotificationConfig()
-        result.CopyFrom(stored)
-        return result
+        return redacted(stored)
 
     async def get_info(
         self, task_id: str, context: ServerCallContext
     ) -> list[TaskPushNotificationConfig]:
-        owner = resolve_user_scope(context)
-        return [c for o, c in self._configs.get(task_id, {}).values() if o == owner]
+        owner = owner_name(context)
+        return [redacted(c) for o, c in self._configs.get(task_id, {}).values() if o == owner]
 
     async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
         return [config for _owner, config in self._configs.get(task_id, {}).values()]
@@ -108,7 +130,7 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         context: ServerCallContext,
         config_id: str | None = None,
     ) -> None:
-        owner = resolve_user_scope(context)
+        owner = owner_name(context)
         known = self._configs.get(task_id, {})
         doomed = [
             cid

@@ -8,6 +8,10 @@ plain text under `MERGE_LIMIT` characters: the stored answer grows in parts of a
 size, and folding never copies more than one such part. Files and the report (data parts)
 stay parts of their own. Tasks are stored without copying (the SDK's `use_copying=False`):
 each task is written by one consumer and read by handlers that copy before trimming.
+
+Tasks are partitioned by owner (ownership.py): a task keeps the owner it was first saved
+under, whoever's context saves it later; an operator's view (`EVERY_OWNER`) reads every
+partition.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import Artifact, Part, Task
 
+from a2a_acp_bridge.a2a.ownership import EVERY_OWNER, owner_context, owner_name
 from a2a_acp_bridge.a2a.states import TERMINAL
 from a2a_acp_bridge.config import DEFAULT_TASK_RETENTION
 
@@ -55,12 +60,40 @@ class TaskStore(InMemoryTaskStore):
     `retention` finished tasks are kept, the oldest finished first to go."""
 
     def __init__(self, retention: int = DEFAULT_TASK_RETENTION) -> None:
-        super().__init__(use_copying=False)
+        super().__init__(use_copying=False, owner_resolver=owner_name)
         self._retention = retention
         # Finished tasks in the order they finished, with the context that owns them.
         self._finished: OrderedDict[str, ServerCallContext] = OrderedDict()
+        # Each task's owner, fixed when it is first saved.
+        self._owners: dict[str, str] = {}
+        impl = self._impl
+        one_owner = impl._get_owner_tasks
+
+        def owner_tasks(owner: str) -> dict[str, Task]:
+            if owner != EVERY_OWNER:
+                return one_owner(owner)
+            return {tid: task for tasks in impl.tasks.values() for tid, task in tasks.items()}
+
+        # The SDK's in-memory store reads a partition through this one method.
+        setattr(impl, "_get_owner_tasks", owner_tasks)  # noqa: B010
+
+    def owning(self, task: Task, context: ServerCallContext) -> ServerCallContext:
+        """The context `task` is saved under: its owner's, once it has one."""
+        owner = self._owners.get(task.id)
+        if owner is None:
+            owner = owner_name(context)
+            if owner == EVERY_OWNER:  # an operator's view never creates a task
+                raise ValueError("a task is saved under its owner, not an operator's view")
+            self._owners[task.id] = owner
+        elif owner == owner_name(context):
+            return context
+        return owner_context(owner)
+
+    def owner_of(self, task_id: str) -> str | None:
+        return self._owners.get(task_id)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
+        context = self.owning(task, context)
         for artifact in task.artifacts:
             if artifact.artifact_id == ANSWER_ARTIFACT:
                 fold_last_text_part(artifact)
@@ -74,7 +107,12 @@ class TaskStore(InMemoryTaskStore):
 
     async def _evict(self, task_id: str, context: ServerCallContext) -> None:
         """A finished task beyond the retention goes (a2a/durable_store.py deletes its row)."""
-        await super().delete(task_id, context)
+        await super().delete(task_id, self._context_of(task_id, context))
+        self._owners.pop(task_id, None)
+
+    def _context_of(self, task_id: str, context: ServerCallContext) -> ServerCallContext:
+        owner = self._owners.get(task_id)
+        return context if owner is None else owner_context(owner)
 
     def peek(self, task_id: str) -> Task | None:
         """The stored task whoever owns it (for push delivery, which has no caller)."""
@@ -86,4 +124,5 @@ class TaskStore(InMemoryTaskStore):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         self._finished.pop(task_id, None)
-        await super().delete(task_id, context)
+        await super().delete(task_id, self._context_of(task_id, context))
+        self._owners.pop(task_id, None)
