@@ -200,6 +200,13 @@ def test_what_cannot_be_read_for_certain_is_ask_never_allow(
     assert verdict(policy, execute(command), root) == ("ask", "uncertain-command")
 
 
+def test_a_policy_silent_on_commands_leaves_them_to_the_table(root: Path) -> None:
+    policy = parse_policy('[[rule]]\nkind="read"\ndecision="deny"\npaths=[".env"]\n')
+    assert verdict(policy, execute("echo $(date)"), root) is None
+    asking = parse_policy('[default]\nexecute = "ask"\n')
+    assert verdict(asking, execute("echo $(date)"), root) == ("ask", "uncertain-command")
+
+
 def test_a_denied_part_wins_even_in_an_uncertain_line(policy: Policy, root: Path) -> None:
     assert verdict(policy, execute("curl x $(id)"), root) == ("deny", "net")
 
@@ -345,6 +352,9 @@ def test_other_tools_are_matched_by_title_or_name(root: Path) -> None:
     tool = PermissionRequest("t", title="mcp__github__create_issue", kind="other")
     assert verdict(policy, tool, root) == ("deny", "rule-1")
     assert verdict(policy, PermissionRequest("t", title="other", kind="other"), root) is None
+    # A kind ACP does not define is judged as `other`, not let through unjudged.
+    odd = PermissionRequest("t", title="mcp__github__push", kind="publish")
+    assert verdict(policy, odd, root) == ("deny", "rule-1")
 
 
 # --- the example and the CLI -------------------------------------------------------------
