@@ -43,6 +43,8 @@ def repository(tmp_path: Path) -> Path:
     repo.mkdir()
     scripts = {"test": "node -e \"require('fs').writeFileSync('tested.txt', 'ok')\""}
     (repo / "package.json").write_text(json.dumps({"name": "r", "scripts": scripts}))
+    # npm checks its registry for a newer npm on every run: not here (the fake refuses it).
+    (repo / ".npmrc").write_text("update-notifier=false\noffline=true\n")
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     return repo
 
