@@ -17,6 +17,8 @@ import pytest
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.cli import main
 from a2a_acp_bridge.command_line import parse_command
+from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.permissions import PermissionRequest
 from a2a_acp_bridge.policy import Policy, PolicyError, load_policy, parse_policy
 
@@ -399,3 +401,14 @@ def test_policy_explain_says_the_decision_the_decider_and_the_rule(
     out = capsys.readouterr().out
     assert f"decision: {decision}" in out
     assert f"rule:     {rule}\n" in out
+
+
+def test_serve_refuses_to_start_on_a_broken_policy_naming_the_line(tmp_path: Path) -> None:
+    broken = tmp_path / "p.toml"
+    broken.write_text('[[rule]]\nkind = "execute"\ndecision = "alow"\ncommands = ["ls"]\n')
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"ACP_POLICY": "p.toml"}, cwd=tmp_path)
+    assert str(caught.value) == (
+        f"ACP_POLICY: {broken}, line 3: rule 1: `decision` must be allow, ask or deny "
+        "(found 'alow')"
+    )
