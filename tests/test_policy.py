@@ -17,6 +17,8 @@ import pytest
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.cli import main
 from a2a_acp_bridge.command_line import parse_command
+from a2a_acp_bridge.config import Settings
+from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.permissions import PermissionRequest
 from a2a_acp_bridge.policy import Policy, PolicyError, load_policy, parse_policy
 
@@ -200,6 +202,13 @@ def test_what_cannot_be_read_for_certain_is_ask_never_allow(
     assert verdict(policy, execute(command), root) == ("ask", "uncertain-command")
 
 
+def test_a_policy_silent_on_commands_leaves_them_to_the_table(root: Path) -> None:
+    policy = parse_policy('[[rule]]\nkind="read"\ndecision="deny"\npaths=[".env"]\n')
+    assert verdict(policy, execute("echo $(date)"), root) is None
+    asking = parse_policy('[default]\nexecute = "ask"\n')
+    assert verdict(asking, execute("echo $(date)"), root) == ("ask", "uncertain-command")
+
+
 def test_a_denied_part_wins_even_in_an_uncertain_line(policy: Policy, root: Path) -> None:
     assert verdict(policy, execute("curl x $(id)"), root) == ("deny", "net")
 
@@ -345,6 +354,9 @@ def test_other_tools_are_matched_by_title_or_name(root: Path) -> None:
     tool = PermissionRequest("t", title="mcp__github__create_issue", kind="other")
     assert verdict(policy, tool, root) == ("deny", "rule-1")
     assert verdict(policy, PermissionRequest("t", title="other", kind="other"), root) is None
+    # A kind ACP does not define is judged as `other`, not let through unjudged.
+    odd = PermissionRequest("t", title="mcp__github__push", kind="publish")
+    assert verdict(policy, odd, root) == ("deny", "rule-1")
 
 
 # --- the example and the CLI -------------------------------------------------------------
@@ -389,3 +401,14 @@ def test_policy_explain_says_the_decision_the_decider_and_the_rule(
     out = capsys.readouterr().out
     assert f"decision: {decision}" in out
     assert f"rule:     {rule}\n" in out
+
+
+def test_serve_refuses_to_start_on_a_broken_policy_naming_the_line(tmp_path: Path) -> None:
+    broken = tmp_path / "p.toml"
+    broken.write_text('[[rule]]\nkind = "execute"\ndecision = "alow"\ncommands = ["ls"]\n')
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"ACP_POLICY": "p.toml"}, cwd=tmp_path)
+    assert str(caught.value) == (
+        f"ACP_POLICY: {broken}, line 3: rule 1: `decision` must be allow, ask or deny "
+        "(found 'alow')"
+    )

@@ -59,6 +59,10 @@ from a2a_acp_bridge.protection import protected_name
 
 KINDS = ("execute", "edit", "delete", "move", "read", "fetch", "other")
 PATH_KINDS = frozenset({"edit", "delete", "move", "read"})
+# ACP's tool kinds other than `other`.
+NAMED_KINDS = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", MODE_KIND}
+)
 # Strictness: a higher rank wins whatever the order of the rules.
 RANK = {"allow": 0, "ask": 1, "deny": 2}
 DEFAULT_CHOICES = ("table", "ask", "deny")
@@ -367,12 +371,15 @@ class Policy:
             yield self._command_verdict(command, request.raw_input, boundary)
         if kind == "fetch":
             yield self._fetch_verdict(request)
-        if kind in (None, "other") and command is None and not is_change(request):
+        # `other`, no kind, or a kind ACP does not define: judged by the tool's name.
+        if kind not in NAMED_KINDS and command is None and not is_change(request):
             yield self._other_verdict(request)
 
     def _command_verdict(
         self, command: str | None, raw_input: Any, boundary: Boundary
     ) -> PolicyVerdict | None:
+        if not self.rules_of("execute") and self.default_for("execute") == "table":
+            return None  # a policy that says nothing of commands leaves them to the table
         if command is None:
             return PolicyVerdict(
                 "ask", "no-command", "the request names no command the policy could check"
