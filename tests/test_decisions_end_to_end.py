@@ -50,7 +50,9 @@ def answers(task: dict[str, Any]) -> list[str]:
     ]
 
 
-def settings_for(tmp_path: Path, steps: list[dict[str, Any]]) -> Any:
+def settings_for(
+    tmp_path: Path, steps: list[dict[str, Any]], auth: dict[str, str] | None = None
+) -> Any:
     project = tmp_path / "project"
     project.mkdir()
     script = {"turns": [[*steps, {"op": "say", "text": "the turn went on\n"}]]}
@@ -60,7 +62,7 @@ def settings_for(tmp_path: Path, steps: list[dict[str, Any]]) -> Any:
             "ACP_AGENT": scripted_agent(tmp_path, script),
             "ACP_CWD": str(project),
             "ACP_POLICY": str(EXAMPLE),
-            "A2A_TOKEN": TOKEN,
+            **(auth if auth is not None else {"A2A_TOKEN": TOKEN}),
         },
     )
 
@@ -186,3 +188,29 @@ async def test_a_cancel_while_the_operator_is_asked_answers_the_agent_cancelled(
         ("test-supervisor", "cancelled"),
     ]
     assert ledger[0]["chosen"] is None
+
+
+async def test_each_caller_reads_only_its_own_decisions_and_an_operator_reads_all(
+    tmp_path: Path,
+) -> None:
+    tokens = {name: f"{name}-token-" + "0123456789abcdef" * 2 for name in ("alice", "bob", "ops")}
+    token_file = tmp_path / "tokens"
+    token_file.write_text("".join(f"{name} {token}\n" for name, token in tokens.items()))
+    auth = {"A2A_TOKEN_FILE": str(token_file), "A2A_ADMIN_PRINCIPALS": "ops"}
+    settings = settings_for(tmp_path, [run("c1", "npm test")], auth)
+    seen: dict[str, list[dict[str, Any]]] = {}
+    task_of: dict[str, str] = {}
+    async with serve_bridge(settings) as bridge, httpx.AsyncClient(timeout=60) as client:
+        for name in ("alice", "bob"):
+            client.headers["Authorization"] = f"Bearer {tokens[name]}"
+            task = await send(client, bridge.rpc_url, "work")
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+            task_of[name] = task["id"]
+        for name in ("alice", "bob", "ops"):
+            reply = await client.get(
+                bridge.url + "/decisions", headers={"Authorization": f"Bearer {tokens[name]}"}
+            )
+            seen[name] = reply.json()["decisions"]
+    for name in ("alice", "bob"):
+        assert [(d["principal"], d["taskId"]) for d in seen[name]] == [(name, task_of[name])]
+    assert sorted(d["principal"] for d in seen["ops"]) == ["alice", "bob"]

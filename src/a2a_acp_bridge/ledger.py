@@ -193,23 +193,30 @@ class DecisionLedger:
         self._recent.extend(entries)
 
     async def query(
-        self, *, context_id: str | None = None, since_ns: int | None = None, limit: int = 100
+        self,
+        *,
+        context_id: str | None = None,
+        since_ns: int | None = None,
+        limit: int = 100,
+        principal: str | None = None,
     ) -> list[LedgerEntry]:
-        """Entries newest first, filtered by context and time."""
+        """Entries newest first, filtered by context, time and (unless None) principal."""
         statement = select(decisions).order_by(decisions.c.time_ns.desc())
+        if principal is not None:
+            statement = statement.where(decisions.c.principal == principal)
         if context_id is not None:
             statement = statement.where(decisions.c.context_id == context_id)
         if since_ns is not None:
             statement = statement.where(decisions.c.time_ns >= since_ns)
         statement = statement.limit(max(1, min(limit, MAX_QUERY_ROWS)))
-        async with self.database.engine.connect() as conn:
+        async with self.database.connect() as conn:
             rows = (await conn.execute(statement)).mappings().all()
         return [LedgerEntry.from_row(row) for row in rows]
 
     async def sweep(self, now_ns: int) -> list[str]:
         """Delete what the retention settings let go (a bounded number); the ids deleted."""
         doomed: list[str] = []
-        async with self.database.engine.connect() as conn:
+        async with self.database.connect() as conn:
             if self.ttl_s is not None:
                 cutoff = now_ns - int(self.ttl_s * 1e9)
                 old = select(decisions.c.id).where(decisions.c.time_ns < cutoff)

@@ -202,7 +202,11 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
-        Route("/decisions", decisions_endpoint(lambda: bridge.decisions.ledger), methods=["GET"]),
+        Route(
+            "/decisions",
+            decisions_endpoint(lambda: bridge.decisions.ledger, settings.admin_principals),
+            methods=["GET"],
+        ),
         # Before the SDK's per-tenant mount (/{tenant}/...), which would take /console/....
         *console_pages,
         Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),

@@ -4,22 +4,27 @@ Query parameters: `context` (a contextId), `since` (ISO 8601 UTC, `2026-12-01T12
 or seconds since the epoch), `limit` (1 to 1000, default 100). The answer is JSON,
 `{"decisions": [...]}`, newest first, each entry as ledger.LedgerEntry.to_json. A bad
 parameter is a 400 with a JSON message; a ledger not open yet is a 503.
+
+A caller sees the decisions made in its own tasks only (its principal, which the door put
+in the scope); the principals of A2A_ADMIN_PRINCIPALS see every one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from a2a_acp_bridge.ledger import MAX_QUERY_ROWS, DecisionLedger, parse_since
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 
 DEFAULT_LIMIT = 100
 
 
 def decisions_endpoint(
     ledger_of: Callable[[], DecisionLedger | None],
+    admins: Collection[str] = (),
 ) -> Callable[[Request], object]:
     async def serve(request: Request) -> Response:
         ledger = ledger_of()
@@ -37,8 +42,13 @@ def decisions_endpoint(
             since_ns = parse_since(params["since"])
             if since_ns is None:
                 return _bad("since must be ISO 8601 UTC (2026-12-01T12:00:00Z) or epoch seconds")
+        user = request.scope.get("user")
+        caller = user.display_name if user is not None else DEFAULT_PRINCIPAL
         entries = await ledger.query(
-            context_id=params.get("context") or None, since_ns=since_ns, limit=int(limit_text)
+            context_id=params.get("context") or None,
+            since_ns=since_ns,
+            limit=int(limit_text),
+            principal=None if caller in admins else caller,
         )
         return JSONResponse({"decisions": [entry.to_json() for entry in entries]})
 

@@ -98,6 +98,7 @@ from a2a_acp_bridge.permissions import (
     decide,
     refusal_record,
 )
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 from a2a_acp_bridge.turn import Turn
 
 logger = logging.getLogger(__name__)
@@ -379,6 +380,7 @@ class BridgeClient:
             session_id=session_id,
             context_id=turn.context_id if turn is not None else None,
             task_id=turn.task_id if turn is not None else None,
+            principal=turn.principal if turn is not None else DEFAULT_PRINCIPAL,
         )
 
     def _note(
