@@ -44,7 +44,7 @@ class Persistence:
         self.task_store = task_store
         self.push_configs = push_configs
         self.push = push
-        self.database = StateDatabase(settings.state_dir)
+        self.database = StateDatabase(settings.state_dir, settings.database_url)
         self.book = ConversationBook(self.database)
         self.sweeper = Sweeper(
             task_store, bridge, on_failure=lambda: bridge.metrics.background_failed("sweep")
