@@ -529,6 +529,13 @@ class Settings:
         "`ACP_STATE_DIR`",
         shown="the SQLite file in `ACP_STATE_DIR`",
     )
+    lease_ttl_s: float = setting(
+        "A2A_LEASE_TTL_MS",
+        Duration(minimum_ms=1000),
+        "10000",
+        "with `A2A_DATABASE_URL`: a replica that has not renewed its heartbeat for this long "
+        "is taken for dead, and its running tasks end FAILED",
+    )
     isolation: bool = setting(
         "ACP_ISOLATION",
         Boolean(),

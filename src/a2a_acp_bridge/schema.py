@@ -63,8 +63,22 @@ tasks = Table(
     # Wall clock (ns since the epoch) when the task reached a terminal state, else null.
     Column("finished_ns", BigInteger, nullable=True),
     Column("body", LargeBinary, nullable=False),
+    # With A2A_DATABASE_URL: the replica running the task (cluster/membership.py), while it runs.
+    Column("replica", String(64), nullable=True),
     Index("tasks_context", "context_id"),
     Index("tasks_finished", "finished_ns"),
+)
+
+# With A2A_DATABASE_URL: the replicas alive, each renewing its heartbeat (database clock).
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("started_ns", BigInteger, nullable=False),
+    Column("heartbeat_ns", BigInteger, nullable=False),
+    # Its adapters running and ACP_MAX_SESSIONS, as of its last heartbeat.
+    Column("live", BigInteger, nullable=False, default=0),
+    Column("capacity", BigInteger, nullable=False, default=0),
 )
 
 # A push-notification config: the TaskPushNotificationConfig protobuf, encrypted (Fernet).
@@ -163,10 +177,26 @@ def _v3(conn: Connection) -> None:
     )
 
 
+def _v4(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE tasks ADD COLUMN replica VARCHAR(64)")
+    step = MetaData()
+    Table(
+        "replicas",
+        step,
+        Column("id", String(64), primary_key=True),
+        Column("started_ns", BigInteger, nullable=False),
+        Column("heartbeat_ns", BigInteger, nullable=False),
+        Column("live", BigInteger, nullable=False, default=0),
+        Column("capacity", BigInteger, nullable=False, default=0),
+    )
+    step.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
     Migration(3, "push configs: the A2A version each was registered over", _v3),
+    Migration(4, "replicas: who is alive, and which one runs each task", _v4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -34,13 +34,15 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    ListTasksResponse,
     Message,
     Part,
     Role,
@@ -59,6 +61,9 @@ from a2a_acp_bridge.errors import StateWriteError
 from a2a_acp_bridge.schema import tasks
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import Delete, Upsert
+
+if TYPE_CHECKING:
+    from a2a_acp_bridge.a2a.shared_tasks import SharedReads
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +130,10 @@ class DurableTaskStore(TaskStore):
         self._finished_ns: dict[str, int] = {}
         # Told of each task deleted (its push configs go with it).
         self.on_delete: list[Callable[[str], Any]] = []
+        # With a shared database: this replica's id, on the rows of the tasks it runs
+        # (a2a/shared_tasks.py serves the other replicas' tasks).
+        self.replica: str | None = None
+        self.shared: SharedReads | None = None
 
     # --- start and stop ----------------------------------------------------------------
 
@@ -149,6 +158,9 @@ class DurableTaskStore(TaskStore):
                     logger.error(
                         "a stored task cannot be read; left out", extra={"task_id": task_id}
                     )
+                    continue
+                if task.status.state not in TERMINAL and database.shared:
+                    # Another replica may run it: a2a/orphans.py ends it if none does.
                     continue
                 if task.status.state not in TERMINAL:
                     ended.append(end_task(task, RESTART_MESSAGE))
@@ -175,6 +187,25 @@ class DurableTaskStore(TaskStore):
         self._finished[task.id] = context
         self._finished_ns[task.id] = finished_ns
         self._states[task.id] = task.status.state
+
+    def runs_here(self, task_id: str) -> bool:
+        """The task is not finished and this replica (process) runs it."""
+        return task_id in self._live
+
+    async def adopt(self, task: Task, owner: str, finished_ns: int | None) -> None:
+        """A task another replica wrote, read from the shared database: served from memory
+        as it was stored (ListTasks); a finished one counts for the retention."""
+        if task.id in self._live:
+            return
+        if finished_ns is None:
+            await InMemoryTaskStore.save(self, task, owner_context(owner))
+            self._states[task.id] = task.status.state
+            return
+        self._finished.pop(task.id, None)
+        await self._keep(task, owner, finished_ns)
+        while len(self._finished) > self._retention:
+            oldest, context = self._finished.popitem(last=False)
+            await self._evict(oldest, context)
 
     async def end_unfinished(self, text: str = STOPPED_MESSAGE) -> list[TaskStatusUpdateEvent]:
         """At shutdown, after the running turns ended: end (FAILED) whatever is still not
@@ -205,8 +236,23 @@ class DurableTaskStore(TaskStore):
         op = Upsert(tasks, functools.partial(self._current_row, task, owner))
         if state != previous and (state in TERMINAL or state in INTERRUPTED):
             await self._write_now(task.id, key, op)
+        elif previous is None and database.shared:
+            # Other replicas answer for it as soon as the caller has its id (a round-robin
+            # balancer sends the next GetTask anywhere): written before it is told.
+            await self._write_now(task.id, key, op)
         else:
             database.writer.submit(key, op, soon=state != previous)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if self.shared is not None and task_id not in self._live:
+            # Maybe run (or ended) by another replica: the database has its latest state.
+            return await self.shared.get(self, task_id, context)
+        return await super().get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        if self.shared is not None:
+            await self.shared.refresh(self)
+        return await super().list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         await super().delete(task_id, context)
@@ -264,7 +310,10 @@ class DurableTaskStore(TaskStore):
             listener(task_id)
 
     def _current_row(self, task: Task, owner: str) -> dict[str, Any]:
-        return self._row(task, owner, self._finished_ns.get(task.id))
+        return {
+            **self._row(task, owner, self._finished_ns.get(task.id)),
+            "replica": self.replica,
+        }
 
     @staticmethod
     def _row(task: Task, owner: str, finished_ns: int | None) -> dict[str, Any]:

@@ -18,8 +18,11 @@ from a2a.types.a2a_pb2 import TaskStatusUpdateEvent
 from cryptography.fernet import MultiFernet
 
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
+from a2a_acp_bridge.a2a.orphans import OrphanReaper
 from a2a_acp_bridge.a2a.push import PushDelivery
 from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
+from a2a_acp_bridge.a2a.shared_tasks import SharedReads
+from a2a_acp_bridge.cluster.membership import Membership
 from a2a_acp_bridge.bridge import Bridge
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.conversations import ConversationBook
@@ -50,6 +53,9 @@ class Persistence:
             task_store, bridge, on_failure=lambda: bridge.metrics.background_failed("sweep")
         )
         self._cipher: MultiFernet | None = None
+        # With A2A_DATABASE_URL: this replica among the others (docs/scaling.md).
+        self.membership: Membership | None = None
+        self.reaper: OrphanReaper | None = None
 
     async def open(self) -> None:
         """Raises StateError (with what to do) when the state directory cannot be used."""
@@ -71,14 +77,42 @@ class Persistence:
             # Configs first: a task the retention drops while loading takes its configs along.
             await self.push_configs.restore(self.database, self._cipher)
             self.task_store.on_delete.append(self.push_configs.forget_task)
+            if self.database.shared:
+                await self._join()
             ended = await self.task_store.restore(self.database)
+            if self.reaper is not None:
+                # Before serving: the tasks a replica (this one, before a kill) left running.
+                ended += await self.reaper.reap()
             records = await self.book.load()
             self.bridge.restore(self.book, records)
             self.bridge.task_recorded = self.task_store.ensure_recorded
-            yield ended
+            try:
+                yield ended
+            finally:
+                if self.membership is not None:
+                    # The shutdown's last task states first, then gone from the replicas.
+                    await self.database.writer.flush()
+                    await self.membership.leave()
+
+    async def _join(self) -> None:
+        membership = Membership(
+            self.database, self.settings.lease_ttl_s, self.settings.max_sessions
+        )
+        self.membership = membership
+        self.reaper = OrphanReaper(self.database, membership)
+        self.task_store.replica = membership.id
+        self.task_store.shared = SharedReads(self.database)
+        await membership.join()
+        self.bridge.find_conversation = self.book.fetch
 
     def start_sweeping(self) -> None:
         self.bridge.run_in_background(self.sweeper.run, "sweep")
+        membership, reaper = self.membership, self.reaper
+        if membership is not None and reaper is not None:
+            self.bridge.run_in_background(
+                lambda: membership.run(lambda: self.bridge.live_adapters), "heartbeat"
+            )
+            self.bridge.run_in_background(lambda: reaper.run(self.notify), "orphans")
 
     async def notify(self, events: Sequence[TaskStatusUpdateEvent]) -> None:
         """Tell each ended task's webhooks (push.py delivers in the background)."""

@@ -1,0 +1,203 @@
+"""Several replicas on one PostgreSQL state (docs/scaling.md): any replica answers GetTask,
+ListTasks and CancelTask for a task another one runs; a replica killed with SIGKILL has its
+running tasks ended FAILED by another one within the lease TTL and a second, and leaves no
+task non-terminal and no adapter behind on the others.
+
+Real bridges on 127.0.0.1 (in this process, or real `serve` processes for the kill), the
+demo agent, a real PostgreSQL (tests/support/postgres.py)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from a2a_acp_bridge.a2a.orphans import REPLICA_STOPPED
+from tests.support.bridge_process import BridgeProcess
+from tests.support.postgres import PostgresCluster, fetch_rows
+from tests.support.server import RunningBridge, make_settings, serve_bridge
+from tests.support.wire import rpc, send, user_message
+
+pytestmark = pytest.mark.anyio
+
+# A push key every replica shares (their configs are read by each other).
+PUSH_KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
+# How long a test waits for the agent to have its prompt, or a state to reach a replica.
+PROMPT_SEEN_S = 30.0
+STATE_SEEN_S = 30.0
+LEASE_TTL_MS = 2000
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    tmp_path: Path, url: str, count: int, env: dict[str, str] | None = None
+) -> AsyncIterator[list[RunningBridge]]:
+    async with contextlib.AsyncExitStack() as stack:
+        started = []
+        for i in range(count):
+            settings = make_settings(
+                tmp_path / f"r{i}",
+                {"A2A_DATABASE_URL": url, "A2A_PUSH_KEY": PUSH_KEY, **(env or {})},
+            )
+            started.append(await stack.enter_async_context(serve_bridge(settings)))
+        yield started
+
+
+async def start_sleeping(client: httpx.AsyncClient, bridge: RunningBridge) -> dict[str, Any]:
+    reply = await rpc(
+        client,
+        bridge.rpc_url,
+        "SendMessage",
+        {"message": user_message("sleep 600"), "configuration": {"returnImmediately": True}},
+    )
+    task: dict[str, Any] = reply["result"]["task"]
+    with anyio.fail_after(PROMPT_SEEN_S):
+        while True:
+            root = bridge.bridge.root_of(task["contextId"])
+            if root is not None and any(root.glob(".demo-agent/*.jsonl")):
+                return task
+            await anyio.sleep(0.02)  # polled: the agent's transcript, another process's file
+
+
+async def state_on(client: httpx.AsyncClient, url: str, task_id: str) -> str:
+    reply = await rpc(client, url, "GetTask", {"id": task_id})
+    return str(reply["result"]["status"]["state"])
+
+
+async def test_any_replica_answers_get_list_and_cancel_for_a_task_another_runs(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 2) as (first, second),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        done = await send(client, first.rpc_url, "think finished on the first")
+        running = await start_sleeping(client, first)
+        # The second never saw either: it reads them from the database.
+        assert (await rpc(client, second.rpc_url, "GetTask", {"id": done["id"]}))["result"] == done
+        assert await state_on(client, second.rpc_url, running["id"]) == "TASK_STATE_WORKING"
+        listed = await rpc(client, second.rpc_url, "ListTasks", {})
+        assert {t["id"] for t in listed["result"]["tasks"]} == {done["id"], running["id"]}
+        # Its own tasks beside the other's.
+        own = await send(client, second.rpc_url, "think on the second")
+        listed = await rpc(client, first.rpc_url, "ListTasks", {})
+        assert {t["id"] for t in listed["result"]["tasks"]} == {
+            done["id"],
+            running["id"],
+            own["id"],
+        }
+        unknown = await rpc(client, second.rpc_url, "GetTask", {"id": "no-such-task"})
+        assert unknown["error"]["code"] == -32001
+
+
+@pytest.fixture
+async def processes() -> AsyncIterator[list[BridgeProcess]]:
+    started: list[BridgeProcess] = []
+    try:
+        yield started
+    finally:
+        for process in started:
+            process.close()
+
+
+def replica_env(tmp_path: Path, url: str) -> dict[str, str]:
+    # Sandboxes and state (the adapters' homes) on storage every replica shares: a
+    # conversation goes on, its memory loaded, on whichever replica takes it next.
+    return {
+        "A2A_DATABASE_URL": url,
+        "A2A_PUSH_KEY": PUSH_KEY,
+        "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
+        "ACP_SANDBOX_DIR": str(tmp_path / "shared" / "sandboxes"),
+        "ACP_STATE_DIR": str(tmp_path / "shared" / "state"),
+    }
+
+
+def prompted(sandboxes: Path, text: str) -> bool:
+    return any(
+        f'"text": "{text}"' in path.read_text() for path in sandboxes.glob("*/.demo-agent/*.jsonl")
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_a_replica_killed_mid_task_has_its_task_failed_by_another_and_its_conversation_goes_on(
+    tmp_path: Path,
+    postgres: PostgresCluster,
+    postgres_database: str,
+    processes: list[BridgeProcess],
+) -> None:
+    url = postgres.url(postgres_database)
+    env = replica_env(tmp_path, url)
+    for i in range(3):
+        workdir = tmp_path / f"r{i}"
+        workdir.mkdir()
+        processes.append(await BridgeProcess(workdir, env, f"r{i}").start())
+    doomed, *survivors = processes
+    sandboxes = Path(env["ACP_SANDBOX_DIR"])
+    async with httpx.AsyncClient(timeout=30) as client:
+        first = await send(client, doomed.rpc_url, "write notes.txt: kept across replicas")
+        context = first["contextId"]
+        reply = await rpc(
+            client,
+            doomed.rpc_url,
+            "SendMessage",
+            {
+                "message": user_message("sleep 600", context_id=context),
+                "configuration": {"returnImmediately": True},
+            },
+        )
+        running = reply["result"]["task"]
+        with anyio.fail_after(PROMPT_SEEN_S):
+            while not prompted(sandboxes, "sleep 600"):  # noqa: ASYNC110 - the agent's file
+                await anyio.sleep(0.02)
+        # Seen from another replica at once (its WORKING follows within a batch).
+        assert await state_on(client, survivors[0].rpc_url, running["id"]) in {
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+        }
+        killed_at = time.monotonic()
+        assert await doomed.stop(signal.SIGKILL) == -signal.SIGKILL
+        # Within the lease TTL and a second (issue 16), another replica has ended it.
+        with anyio.fail_after(LEASE_TTL_MS / 1000 + 1.0):
+            while (
+                await state_on(client, survivors[0].rpc_url, running["id"]) != "TASK_STATE_FAILED"
+            ):
+                await anyio.sleep(0.05)  # polled: another process's write to the database
+        ended_after = time.monotonic() - killed_at
+        failed = await rpc(client, survivors[1].rpc_url, "GetTask", {"id": running["id"]})
+        assert failed["result"]["status"]["message"]["parts"][0]["text"] == REPLICA_STOPPED
+        # The conversation goes on on another replica, in its sandbox, its memory loaded.
+        again = await send(
+            client, survivors[1].rpc_url, "read notes.txt\nrecall", context_id=context
+        )
+        assert again["status"]["state"] == "TASK_STATE_COMPLETED"
+        text = str(again["artifacts"])
+        assert "kept across replicas" in text
+        assert "write notes.txt" in text  # the demo agent recalls the earlier prompt
+        # Nothing is left non-terminal, on any replica.
+        states = await fetch_rows(postgres.dsn(postgres_database), "select state from tasks")
+        assert {s for (s,) in states} <= {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED"}
+        for survivor in survivors:
+            assert await survivor.stop(signal.SIGTERM) == 0
+    # No adapter left behind by the replicas that stopped cleanly.
+    for survivor in survivors:
+        pids = [int(e["pid"]) for e in survivor.events("adapter spawned")]
+        assert not [pid for pid in pids if alive(pid)]
+    assert ended_after <= LEASE_TTL_MS / 1000 + 1.0
+    rows = await fetch_rows(postgres.dsn(postgres_database), "select id from replicas")
+    assert rows == []  # the survivors left; the dead one was removed when found dead
