@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -34,6 +35,9 @@ PUSH_KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
 PROMPT_SEEN_S = 30.0
 STATE_SEEN_S = 30.0
 LEASE_TTL_MS = 2000
+# A cancel through another replica is answered once the owner cancelled (about 0.1 s
+# measured); the bound only keeps a lost signal from hanging the test.
+CANCEL_ANSWERED_S = 10.0
 
 
 @contextlib.asynccontextmanager
@@ -72,8 +76,19 @@ async def state_on(client: httpx.AsyncClient, url: str, task_id: str) -> str:
     return str(reply["result"]["status"]["state"])
 
 
+async def wait_for_state(client: httpx.AsyncClient, url: str, task_id: str, state: str) -> None:
+    """Unbounded here: each caller bounds it with its own deadline."""
+    while True:
+        if await state_on(client, url, task_id) == state:
+            return
+        await anyio.sleep(0.05)  # polled: another process's write to the database
+
+
 async def test_any_replica_answers_get_list_and_cancel_for_a_task_another_runs(
-    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+    tmp_path: Path,
+    postgres: PostgresCluster,
+    postgres_database: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     url = postgres.url(postgres_database)
     async with (
@@ -97,6 +112,19 @@ async def test_any_replica_answers_get_list_and_cancel_for_a_task_another_runs(
         }
         unknown = await rpc(client, second.rpc_url, "GetTask", {"id": "no-such-task"})
         assert unknown["error"]["code"] == -32001
+        # Cancelled through the replica that does not run it: the owner tells its agent.
+        with caplog.at_level(logging.DEBUG, logger="a2a_acp_bridge.acp.transport"):
+            started = time.monotonic()
+            with anyio.fail_after(CANCEL_ANSWERED_S):
+                cancelled = await rpc(client, second.rpc_url, "CancelTask", {"id": running["id"]})
+            took = time.monotonic() - started
+        assert cancelled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        assert await state_on(client, first.rpc_url, running["id"]) == "TASK_STATE_CANCELED"
+        frames = [str(getattr(r, "frame", "")) for r in caplog.records]
+        assert any("session/cancel" in frame for frame in frames)
+        print(f"cancel through another replica answered in {took * 1000:.0f} ms")
+        again = await rpc(client, second.rpc_url, "CancelTask", {"id": running["id"]})
+        assert again["error"]["code"] == -32002  # not cancelable: it has ended
 
 
 @pytest.fixture
@@ -135,7 +163,7 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-async def test_a_replica_killed_mid_task_has_its_task_failed_by_another_and_its_conversation_goes_on(
+async def test_a_replica_killed_mid_task_has_its_task_failed_and_its_conversation_goes_on(
     tmp_path: Path,
     postgres: PostgresCluster,
     postgres_database: str,
@@ -174,10 +202,7 @@ async def test_a_replica_killed_mid_task_has_its_task_failed_by_another_and_its_
         assert await doomed.stop(signal.SIGKILL) == -signal.SIGKILL
         # Within the lease TTL and a second (issue 16), another replica has ended it.
         with anyio.fail_after(LEASE_TTL_MS / 1000 + 1.0):
-            while (
-                await state_on(client, survivors[0].rpc_url, running["id"]) != "TASK_STATE_FAILED"
-            ):
-                await anyio.sleep(0.05)  # polled: another process's write to the database
+            await wait_for_state(client, survivors[0].rpc_url, running["id"], "TASK_STATE_FAILED")
         ended_after = time.monotonic() - killed_at
         failed = await rpc(client, survivors[1].rpc_url, "GetTask", {"id": running["id"]})
         assert failed["result"]["status"]["message"]["parts"][0]["text"] == REPLICA_STOPPED

@@ -117,6 +117,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         push_sender=push,
         push_url_validator=push_policy.accepts,
     )
+    persistence.serve_for(handler)  # replicas: another one's cancel reaches this handler
     context_builder = CallContextBuilder()
     dispatcher = JsonRpcDispatcher(handler, context_builder=context_builder)
     # The SDK's 0.3 adapter, with the bridge's error codes (see a2a/compat.py).

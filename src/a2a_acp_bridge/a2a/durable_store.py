@@ -29,6 +29,7 @@ anything reaches the agent, while the database takes no writes.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import logging
 import time
@@ -188,6 +189,11 @@ class DurableTaskStore(TaskStore):
         self._finished_ns[task.id] = finished_ns
         self._states[task.id] = task.status.state
 
+    def owner_of(self, task_id: str) -> str | None:
+        """The owner of a task this replica runs; None when it runs no such task."""
+        entry = self._live.get(task_id)
+        return entry[1] if entry is not None else None
+
     def runs_here(self, task_id: str) -> bool:
         """The task is not finished and this replica (process) runs it."""
         return task_id in self._live
@@ -271,7 +277,7 @@ class DurableTaskStore(TaskStore):
         if database is not None and database.health.problem is not None:
             raise StateWriteError(database.health.problem)
 
-    async def sweep(self, now_ns: int) -> list[str]:
+    async def sweep(self, now_ns: int) -> builtins.list[str]:
         """Delete the finished tasks older than A2A_TASK_TTL; their ids."""
         if self.ttl_s is None:
             return []

@@ -56,6 +56,9 @@ class BridgeRequestHandler(DefaultRequestHandler):
     def __init__(self, *, bridge: Bridge, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bridge = bridge
+        # With a shared database: a task another replica runs is cancelled there
+        # (a2a/remote.py); None when it is this replica's (or nobody's) to cancel.
+        self.remote_cancel: Callable[[str, ServerCallContext], Awaitable[Task | None]] | None = None
 
     def check_input(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
@@ -171,6 +174,11 @@ class BridgeRequestHandler(DefaultRequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
+        remote = self.remote_cancel
+        if remote is not None:
+            routed = await self._guarded("CancelTask", lambda: remote(params.id, context))
+            if routed is not None:
+                return routed
         result: Task | None = await self._guarded(
             "CancelTask", lambda: super(BridgeRequestHandler, self).on_cancel_task(params, context)
         )

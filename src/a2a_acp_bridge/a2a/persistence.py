@@ -14,16 +14,19 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 
-from a2a.types.a2a_pb2 import TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import CancelTaskRequest, TaskStatusUpdateEvent
 from cryptography.fernet import MultiFernet
 
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
+from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
 from a2a_acp_bridge.a2a.orphans import OrphanReaper
 from a2a_acp_bridge.a2a.push import PushDelivery
 from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
+from a2a_acp_bridge.a2a.remote import RemoteCancel
 from a2a_acp_bridge.a2a.shared_tasks import SharedReads
-from a2a_acp_bridge.cluster.membership import Membership
 from a2a_acp_bridge.bridge import Bridge
+from a2a_acp_bridge.cluster.membership import Membership
+from a2a_acp_bridge.cluster.signals import Signals
 from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.conversations import ConversationBook
 from a2a_acp_bridge.push_key import push_cipher
@@ -56,6 +59,9 @@ class Persistence:
         # With A2A_DATABASE_URL: this replica among the others (docs/scaling.md).
         self.membership: Membership | None = None
         self.reaper: OrphanReaper | None = None
+        self.signals: Signals | None = None
+        self.remote_cancel: RemoteCancel | None = None
+        self._handler: BridgeRequestHandler | None = None
 
     async def open(self) -> None:
         """Raises StateError (with what to do) when the state directory cannot be used."""
@@ -104,6 +110,25 @@ class Persistence:
         self.task_store.shared = SharedReads(self.database)
         await membership.join()
         self.bridge.find_conversation = self.book.fetch
+        self.signals = Signals(self.database)
+        remote = RemoteCancel(
+            self.database,
+            membership,
+            self.signals,
+            self.task_store,
+            lambda func: self.bridge.run_in_background(func, "remote cancel"),
+        )
+        self.remote_cancel = remote
+        handler = self._handler
+        if handler is not None:
+            remote.cancel_here = lambda task_id, context: handler.on_cancel_task(
+                CancelTaskRequest(id=task_id), context
+            )
+            handler.remote_cancel = remote.cancel
+
+    def serve_for(self, handler: BridgeRequestHandler) -> None:
+        """The request handler other replicas' requests reach here through (a2a/remote.py)."""
+        self._handler = handler
 
     def start_sweeping(self) -> None:
         self.bridge.run_in_background(self.sweeper.run, "sweep")
@@ -113,6 +138,8 @@ class Persistence:
                 lambda: membership.run(lambda: self.bridge.live_adapters), "heartbeat"
             )
             self.bridge.run_in_background(lambda: reaper.run(self.notify), "orphans")
+        if self.signals is not None:
+            self.bridge.run_in_background(self.signals.run, "replica signals")
 
     async def notify(self, events: Sequence[TaskStatusUpdateEvent]) -> None:
         """Tell each ended task's webhooks (push.py delivers in the background)."""
