@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import logging
 import signal
 import time
@@ -25,7 +26,7 @@ from a2a_acp_bridge.a2a.orphans import REPLICA_STOPPED
 from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import RunningBridge, make_settings, serve_bridge
-from tests.support.wire import rpc, send, user_message
+from tests.support.wire import rpc, send, state_of, stream, user_message
 
 pytestmark = pytest.mark.anyio
 
@@ -226,3 +227,55 @@ async def test_a_replica_killed_mid_task_has_its_task_failed_and_its_conversatio
     assert ended_after <= LEASE_TTL_MS / 1000 + 1.0
     rows = await fetch_rows(postgres.dsn(postgres_database), "select id from replicas")
     assert rows == []  # the survivors left; the dead one was removed when found dead
+
+
+async def test_a_subscriber_on_a_third_replica_sees_every_event_in_order_from_the_start(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 3) as (owner, _other, third),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        reply = await rpc(
+            client,
+            owner.rpc_url,
+            "SendMessage",
+            {
+                "message": user_message("think the very first thought\nsleep 600"),
+                "configuration": {"returnImmediately": True},
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        with anyio.fail_after(STATE_SEEN_S):
+            # The thought reached the database (the prompt holds the words too: not them).
+            while "Thinking: the very first thought" not in str(  # noqa: ASYNC110 - a batch
+                (await rpc(client, third.rpc_url, "GetTask", {"id": task_id}))["result"]
+            ):
+                await anyio.sleep(0.05)
+        events: list[dict[str, Any]] = []
+
+        async def follow() -> None:
+            async for event in stream(
+                client, third.rpc_url, {"id": task_id}, method="SubscribeToTask"
+            ):
+                events.append(event)
+
+        # The stream ends by itself on the terminal event; the bound only catches a hang.
+        with anyio.fail_after(STATE_SEEN_S):
+            async with anyio.create_task_group() as group:
+                group.start_soon(follow)
+                while len(events) < 2:  # noqa: ASYNC110 - the stored task, then the replay
+                    await anyio.sleep(0.02)
+                cancelled = await rpc(client, owner.rpc_url, "CancelTask", {"id": task_id})
+                assert cancelled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert events[0]["task"]["id"] == task_id  # the stored task first (the SDK's rule)
+    replayed = [json.dumps(e) for e in events[1:]]
+    # From the task's start: its first event (the task as submitted), the thought, in order.
+    assert "task" in events[1]
+    assert events[1]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    thought = next(i for i, e in enumerate(replayed) if "Thinking: the very first thought" in e)
+    working = next(i for i, e in enumerate(replayed) if '"TASK_STATE_WORKING"' in e)
+    assert working < thought
+    assert state_of(events[-1]) == "TASK_STATE_CANCELED"
+    assert [state_of(e) for e in events[1:-1]].count("TASK_STATE_CANCELED") == 0

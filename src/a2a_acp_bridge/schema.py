@@ -81,6 +81,18 @@ replicas = Table(
     Column("capacity", BigInteger, nullable=False, default=0),
 )
 
+# With A2A_DATABASE_URL: every event of a running task, in order (`n` from 1), so a replica
+# that does not run it streams it to a subscriber (a2a/event_log.py).
+task_events = Table(
+    "task_events",
+    metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("n", BigInteger, primary_key=True, autoincrement=False),
+    # The StreamResponse protobuf.
+    Column("body", LargeBinary, nullable=False),
+    Column("created_ns", BigInteger, nullable=False),
+)
+
 # A push-notification config: the TaskPushNotificationConfig protobuf, encrypted (Fernet).
 push_configs = Table(
     "push_configs",
@@ -189,14 +201,34 @@ def _v4(conn: Connection) -> None:
         Column("live", BigInteger, nullable=False, default=0),
         Column("capacity", BigInteger, nullable=False, default=0),
     )
+    Table(
+        "task_events",
+        step,
+        Column("task_id", String(255), primary_key=True),
+        Column("n", BigInteger, primary_key=True, autoincrement=False),
+        Column("body", LargeBinary, nullable=False),
+        Column("created_ns", BigInteger, nullable=False),
+    )
     step.create_all(conn)
+    if conn.dialect.name == "postgresql":
+        # Subscribers on other replicas are woken by each committed batch of a task's events
+        # (PostgreSQL delivers one notification per task and transaction).
+        conn.exec_driver_sql(
+            "CREATE FUNCTION a2a_bridge_task_event() RETURNS trigger AS $$ BEGIN "
+            "PERFORM pg_notify('a2a_bridge_events', json_build_object('task', NEW.task_id)::text);"
+            " RETURN NULL; END; $$ LANGUAGE plpgsql"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER a2a_bridge_task_event AFTER INSERT ON task_events "
+            "FOR EACH ROW EXECUTE FUNCTION a2a_bridge_task_event()"
+        )
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
     Migration(3, "push configs: the A2A version each was registered over", _v3),
-    Migration(4, "replicas: who is alive, and which one runs each task", _v4),
+    Migration(4, "replicas: who is alive, which one runs each task, the tasks' events", _v4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

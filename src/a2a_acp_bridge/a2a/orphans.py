@@ -22,6 +22,7 @@ from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from a2a_acp_bridge.a2a.durable_store import end_task
+from a2a_acp_bridge.a2a.event_log import append_end
 from a2a_acp_bridge.a2a.states import TERMINAL
 from a2a_acp_bridge.cluster.membership import Membership, database_now_ns
 from a2a_acp_bridge.schema import replicas, tasks
@@ -65,7 +66,10 @@ class OrphanReaper:
                     continue
                 if task.status.state in TERMINAL:
                     continue
-                ended.append(end_task(task, REPLICA_STOPPED))
+                event = end_task(task, REPLICA_STOPPED)
+                ended.append(event)
+                # Its subscribers on other replicas see it end (a2a/event_log.py).
+                await append_end(conn, event)
                 await conn.execute(
                     tasks.update()
                     .where(tasks.c.id == task_id)

@@ -18,6 +18,7 @@ from a2a.types.a2a_pb2 import CancelTaskRequest, TaskStatusUpdateEvent
 from cryptography.fernet import MultiFernet
 
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
+from a2a_acp_bridge.a2a.event_log import EventLog
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
 from a2a_acp_bridge.a2a.orphans import OrphanReaper
 from a2a_acp_bridge.a2a.push import PushDelivery
@@ -59,7 +60,10 @@ class Persistence:
         # With A2A_DATABASE_URL: this replica among the others (docs/scaling.md).
         self.membership: Membership | None = None
         self.reaper: OrphanReaper | None = None
-        self.signals: Signals | None = None
+        # Replicas signal each other through the database; every event of a task is kept
+        # there for the subscribers of other replicas (a2a/event_log.py).
+        self.signals = Signals(self.database) if self.database.shared else None
+        self.event_log = EventLog(self.database, self.signals) if self.signals is not None else None
         self.remote_cancel: RemoteCancel | None = None
         self._handler: BridgeRequestHandler | None = None
 
@@ -110,7 +114,7 @@ class Persistence:
         self.task_store.shared = SharedReads(self.database)
         await membership.join()
         self.bridge.find_conversation = self.book.fetch
-        self.signals = Signals(self.database)
+        assert self.signals is not None
         remote = RemoteCancel(
             self.database,
             membership,
@@ -140,6 +144,8 @@ class Persistence:
             self.bridge.run_in_background(lambda: reaper.run(self.notify), "orphans")
         if self.signals is not None:
             self.bridge.run_in_background(self.signals.run, "replica signals")
+        if self.event_log is not None:
+            self.bridge.run_in_background(self.event_log.run, "task events sweep")
 
     async def notify(self, events: Sequence[TaskStatusUpdateEvent]) -> None:
         """Tell each ended task's webhooks (push.py delivers in the background)."""
