@@ -279,3 +279,40 @@ async def test_a_subscriber_on_a_third_replica_sees_every_event_in_order_from_th
     assert working < thought
     assert state_of(events[-1]) == "TASK_STATE_CANCELED"
     assert [state_of(e) for e in events[1:-1]].count("TASK_STATE_CANCELED") == 0
+
+
+async def test_a_conversation_s_messages_sent_round_robin_all_run_on_its_one_adapter_in_order(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 3) as running,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        first = await send(client, running[0].rpc_url, "write a.txt: from the first message")
+        context = first["contextId"]
+        answers = [first]
+        for i, replica in enumerate([running[1], running[2], running[0], running[1]]):
+            answers.append(
+                await send(client, replica.rpc_url, f"think turn {i}", context_id=context)
+            )
+        # Streamed through a replica that does not run it: every event, to the end.
+        events = [
+            event
+            async for event in stream(
+                client,
+                running[2].rpc_url,
+                {"message": user_message("read a.txt\nrecall", context_id=context)},
+            )
+        ]
+    assert [a["status"]["state"] for a in answers] == ["TASK_STATE_COMPLETED"] * 5
+    assert state_of(events[-1]) == "TASK_STATE_COMPLETED"
+    streamed = json.dumps(events)
+    assert "from the first message" in streamed
+    # One adapter, on the replica that took the conversation first; its memory in order.
+    assert running[0].bridge.root_of(context) is not None
+    assert running[1].bridge.root_of(context) is None
+    assert running[2].bridge.root_of(context) is None
+    recalled = streamed[streamed.index("I remember") :]
+    positions = [recalled.index(f"think turn {i}") for i in range(4)]
+    assert positions == sorted(positions)

@@ -93,6 +93,30 @@ task_events = Table(
     Column("created_ns", BigInteger, nullable=False),
 )
 
+# With A2A_DATABASE_URL: which replica runs each conversation's adapter, until when
+# (renewed with its heartbeat; cluster/leases.py).
+leases = Table(
+    "leases",
+    metadata,
+    Column("context_id", String(255), primary_key=True),
+    Column("replica", String(64), nullable=False),
+    Column("expires_ns", BigInteger, nullable=False),
+)
+
+# With A2A_DATABASE_URL: a message handed to the replica holding its conversation's lease
+# (a2a/handover.py): the request, then the task it became or the error it met.
+handovers = Table(
+    "handovers",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("replica", String(64), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("request", LargeBinary, nullable=False),
+    Column("task_id", String(255), nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_ns", BigInteger, nullable=False),
+)
+
 # A push-notification config: the TaskPushNotificationConfig protobuf, encrypted (Fernet).
 push_configs = Table(
     "push_configs",
@@ -209,6 +233,24 @@ def _v4(conn: Connection) -> None:
         Column("body", LargeBinary, nullable=False),
         Column("created_ns", BigInteger, nullable=False),
     )
+    Table(
+        "leases",
+        step,
+        Column("context_id", String(255), primary_key=True),
+        Column("replica", String(64), nullable=False),
+        Column("expires_ns", BigInteger, nullable=False),
+    )
+    Table(
+        "handovers",
+        step,
+        Column("id", String(64), primary_key=True),
+        Column("replica", String(64), nullable=False),
+        Column("owner", String(255), nullable=False),
+        Column("request", LargeBinary, nullable=False),
+        Column("task_id", String(255), nullable=True),
+        Column("error", Text, nullable=True),
+        Column("created_ns", BigInteger, nullable=False),
+    )
     step.create_all(conn)
     if conn.dialect.name == "postgresql":
         # Subscribers on other replicas are woken by each committed batch of a task's events
@@ -228,7 +270,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
     Migration(3, "push configs: the A2A version each was registered over", _v3),
-    Migration(4, "replicas: who is alive, which one runs each task, the tasks' events", _v4),
+    Migration(
+        4, "replicas: who is alive, which runs each task and conversation, tasks' events", _v4
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

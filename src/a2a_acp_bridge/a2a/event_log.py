@@ -125,9 +125,11 @@ class EventLog(TaskEventStream):
     async def subscribe(
         self, task_id: str, *, after: TaskVersion
     ) -> AsyncGenerator[VersionedEvent, None]:
-        # `after` is the SDK's version of the stored task, which the bridge's store does
-        # not count: the log is replayed from the task's first event.
-        cursor = 0
+        # From the SDK, `after` is the version of the stored task, which the bridge's
+        # store does not count (MISSING): the log is replayed from the task's first event.
+        # A hand-over (a2a/handover.py) gives the event number a follow-up starts after.
+        start = getattr(after, "_value", 0)
+        cursor = start if isinstance(start, int) else 0
         while True:
             woken = anyio.Event()
             self._waiting.setdefault(task_id, set()).add(woken)

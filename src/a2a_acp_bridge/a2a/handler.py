@@ -40,6 +40,7 @@ from a2a.utils.errors import (
 from a2a.utils.task import apply_history_length
 
 from a2a_acp_bridge.a2a.failures import request_error
+from a2a_acp_bridge.a2a.handover import Handover
 from a2a_acp_bridge.a2a.input import parsed_prompt
 from a2a_acp_bridge.a2a.states import BUSY, TERMINAL
 from a2a_acp_bridge.bridge import Bridge
@@ -59,6 +60,8 @@ class BridgeRequestHandler(DefaultRequestHandler):
         # With a shared database: a task another replica runs is cancelled there
         # (a2a/remote.py); None when it is this replica's (or nobody's) to cancel.
         self.remote_cancel: Callable[[str, ServerCallContext], Awaitable[Task | None]] | None = None
+        # A message for a conversation another replica runs is handed to it (a2a/handover.py).
+        self.handover: Handover | None = None
 
     def check_input(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
@@ -114,6 +117,12 @@ class BridgeRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Message | Task:
         await self._prepare(params, context)
+        handover = self.handover
+        if handover is not None and (holder := await handover.holder(params)) is not None:
+            handed: Task = await self._guarded(
+                "SendMessage", lambda: handover.send(params, context, holder)
+            )
+            return handed
         result: Message | Task = await self._guarded(
             "SendMessage",
             lambda: super(BridgeRequestHandler, self).on_message_send(params, context),
@@ -124,6 +133,13 @@ class BridgeRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
         continues = await self._prepare(params, context)
+        handover = self.handover
+        if handover is not None and (holder := await handover.holder(params)) is not None:
+            async for event in self._guarded_stream(
+                "SendStreamingMessage", handover.stream(params, context, holder)
+            ):
+                yield event
+            return
         first = True
         async for event in self._guarded_stream(
             "SendStreamingMessage", super().on_message_send_stream(params, context)

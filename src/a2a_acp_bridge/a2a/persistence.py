@@ -20,16 +20,18 @@ from cryptography.fernet import MultiFernet
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.event_log import EventLog
 from a2a_acp_bridge.a2a.handler import BridgeRequestHandler
+from a2a_acp_bridge.a2a.handover import Handover
 from a2a_acp_bridge.a2a.orphans import OrphanReaper
 from a2a_acp_bridge.a2a.push import PushDelivery
 from a2a_acp_bridge.a2a.push_configs import DurablePushConfigStore
 from a2a_acp_bridge.a2a.remote import RemoteCancel
 from a2a_acp_bridge.a2a.shared_tasks import SharedReads
 from a2a_acp_bridge.bridge import Bridge
+from a2a_acp_bridge.cluster.leases import Leases
 from a2a_acp_bridge.cluster.membership import Membership
 from a2a_acp_bridge.cluster.signals import Signals
 from a2a_acp_bridge.config import Settings
-from a2a_acp_bridge.conversations import ConversationBook
+from a2a_acp_bridge.conversations import ConversationBook, ConversationRecord
 from a2a_acp_bridge.push_key import push_cipher
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.sweep import Sweeper
@@ -113,7 +115,19 @@ class Persistence:
         self.task_store.replica = membership.id
         self.task_store.shared = SharedReads(self.database)
         await membership.join()
-        self.bridge.find_conversation = self.book.fetch
+        leases = Leases(self.database, membership)
+
+        async def find_conversation(context_id: str) -> ConversationRecord | None:
+            # This replica runs the conversation from now on (cluster/leases.py).
+            holder = await leases.claim(context_id)
+            if holder is not None:
+                logger.warning(
+                    "another replica took the conversation at the same moment; it runs here too",
+                    extra={"context_id": context_id, "replica": holder},
+                )
+            return await self.book.fetch(context_id)
+
+        self.bridge.find_conversation = find_conversation
         assert self.signals is not None
         remote = RemoteCancel(
             self.database,
@@ -129,6 +143,18 @@ class Persistence:
                 CancelTaskRequest(id=task_id), context
             )
             handler.remote_cancel = remote.cancel
+            assert self.event_log is not None
+            handover = Handover(
+                self.database,
+                membership,
+                self.signals,
+                self.event_log,
+                self.task_store,
+                leases,
+                lambda func: self.bridge.run_in_background(func, "handover"),
+            )
+            handover.send_here = handler.on_message_send
+            handler.handover = handover
 
     def serve_for(self, handler: BridgeRequestHandler) -> None:
         """The request handler other replicas' requests reach here through (a2a/remote.py)."""

@@ -21,7 +21,7 @@ from sqlalchemy import delete, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from a2a_acp_bridge.schema import replicas
+from a2a_acp_bridge.schema import leases, replicas
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import describe_failure
 
@@ -81,6 +81,12 @@ class Membership:
                 .where(replicas.c.id == self.id)
                 .values(heartbeat_ns=now, live=self.live, capacity=self.capacity)
             )
+            # The conversations whose adapter runs here stay here (cluster/leases.py).
+            await conn.execute(
+                update(leases)
+                .where(leases.c.replica == self.id)
+                .values(expires_ns=now + self.ttl_ns)
+            )
             if renewed.rowcount == 0:
                 # Taken for dead (a pause longer than the TTL): its tasks were ended by
                 # another replica. It joins again; what it still runs writes over them.
@@ -117,6 +123,7 @@ class Membership:
         """A clean stop: gone at once (its tasks were ended by the shutdown)."""
         try:
             async with self.database.begin() as conn:
+                await conn.execute(delete(leases).where(leases.c.replica == self.id))
                 await conn.execute(delete(replicas).where(replicas.c.id == self.id))
         except (SQLAlchemyError, OSError) as exc:
             logger.warning(
