@@ -316,3 +316,55 @@ async def test_a_conversation_s_messages_sent_round_robin_all_run_on_its_one_ada
     recalled = streamed[streamed.index("I remember") :]
     positions = [recalled.index(f"think turn {i}") for i in range(4)]
     assert positions == sorted(positions)
+
+
+async def live_reported(dsn: str, expected: list[int]) -> None:
+    """Until the replicas' heartbeats report these adapter counts (sorted)."""
+    while True:
+        rows = await fetch_rows(dsn, "select live from replicas")
+        if sorted(int(live) for (live,) in rows) == expected:
+            return
+        await anyio.sleep(0.05)  # polled: the heartbeats, written every TTL / 3
+
+
+async def test_a_full_replica_passes_a_new_conversation_to_one_with_room_and_rejects_when_all_are(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    url = postgres.url(postgres_database)
+    dsn = postgres.dsn(postgres_database)
+    env = {
+        "ACP_MAX_SESSIONS": "1",
+        "ACP_ADMISSION_TIMEOUT_MS": "0",
+        "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
+    }
+    async with (
+        replicas(tmp_path, url, 3, env) as running,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        busy = [await start_sleeping(client, running[0])]
+        with anyio.fail_after(STATE_SEEN_S):
+            await live_reported(dsn, [0, 0, 1])
+        # The first is full: the new conversation runs on another replica, answered here.
+        placed = await send(client, running[0].rpc_url, "think placed elsewhere")
+        assert placed["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert running[0].bridge.root_of(placed["contextId"]) is None
+        hosts = [r for r in running[1:] if r.bridge.root_of(placed["contextId"]) is not None]
+        assert len(hosts) == 1
+        # Fill the other two, then every replica is full: REJECTED.
+        for replica in running[1:]:
+            await let_idle_go(replica)
+            busy.append(await start_sleeping(client, replica))
+        with anyio.fail_after(STATE_SEEN_S):
+            await live_reported(dsn, [1, 1, 1])
+        refused = await send(client, running[0].rpc_url, "think nowhere to go")
+        assert refused["status"]["state"] == "TASK_STATE_REJECTED"
+        for task in busy:
+            assert await state_on(client, running[0].rpc_url, task["id"]) == "TASK_STATE_WORKING"
+
+
+async def let_idle_go(replica: RunningBridge) -> None:
+    """Stop its idle adapters now (the idle reaper's job), so a new one has room."""
+    replica.bridge._reap_idle(0.0)
+    for conversation in list(replica.bridge._conversations.values()):
+        if conversation.retiring is not None:
+            await conversation.retiring.wait()

@@ -118,7 +118,10 @@ class BridgeRequestHandler(DefaultRequestHandler):
     ) -> Message | Task:
         await self._prepare(params, context)
         handover = self.handover
-        if handover is not None and (holder := await handover.holder(params)) is not None:
+        if (
+            handover is not None
+            and (holder := await handover.destination(params, context)) is not None
+        ):
             handed: Task = await self._guarded(
                 "SendMessage", lambda: handover.send(params, context, holder)
             )
@@ -134,7 +137,10 @@ class BridgeRequestHandler(DefaultRequestHandler):
     ) -> AsyncGenerator[Event, None]:
         continues = await self._prepare(params, context)
         handover = self.handover
-        if handover is not None and (holder := await handover.holder(params)) is not None:
+        if (
+            handover is not None
+            and (holder := await handover.destination(params, context)) is not None
+        ):
             async for event in self._guarded_stream(
                 "SendStreamingMessage", handover.stream(params, context, holder)
             ):

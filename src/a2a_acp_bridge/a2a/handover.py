@@ -32,7 +32,7 @@ from a2a_acp_bridge.a2a.durable_store import DurableTaskStore, owner_context
 from a2a_acp_bridge.a2a.event_log import EventLog, last_number
 from a2a_acp_bridge.a2a.states import INTERRUPTED, TERMINAL
 from a2a_acp_bridge.cluster.leases import Leases
-from a2a_acp_bridge.cluster.membership import Membership
+from a2a_acp_bridge.cluster.membership import Membership, database_now_ns
 from a2a_acp_bridge.cluster.signals import Signals
 from a2a_acp_bridge.schema import handovers
 from a2a_acp_bridge.state import StateDatabase
@@ -44,6 +44,8 @@ TAKEN_CHANNEL = "a2a_bridge_taken"
 # How long the receiver waits for the holder to take the message, repeating itself.
 TAKEN_S = 10.0
 RESEND_S = 1.0
+# Marks the call context of a message that was handed over (never passed on again).
+HANDED_STATE = "handed_over"
 
 SendHere = Callable[[SendMessageRequest, ServerCallContext], Awaitable[Message | Task]]
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
@@ -85,16 +87,48 @@ class Handover:
         self.store = store
         self.spawn = spawn
         self.send_here: SendHere | None = None
+        # Whether this replica could run the conversation now (its adapter runs here, or
+        # there is room for one): set by the app from the bridge.
+        self.room_here: Callable[[str], bool] | None = None
         self._taken: dict[str, anyio.Event] = {}
         signals.on(HANDOVER_CHANNEL, self._asked)
         signals.on(TAKEN_CHANNEL, self._told)
 
     # --- the receiving replica -----------------------------------------------------------
 
-    async def holder(self, params: SendMessageRequest) -> str | None:
-        """The other replica running the message's conversation, if one does."""
+    async def destination(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> str | None:
+        """The other replica the message goes to; None: it runs here.
+
+        The replica running its conversation, if another one does; else, when this one has
+        no room for a new adapter (`ACP_MAX_SESSIONS`), the least loaded replica with room
+        (their heartbeats say how loaded). With room nowhere it runs here, and waits for a
+        slot or is REJECTED as on one machine. A message handed over is never passed on."""
+        if context.state.get(HANDED_STATE):
+            return None
         context_id = params.message.context_id
-        return await self.leases.holder(context_id) if context_id else None
+        if context_id:
+            holder = await self.leases.holder(context_id)
+            if holder is not None:
+                return holder
+        if self.room_here is None or self.room_here(context_id):
+            return None
+        async with self.database.connect() as conn:
+            now = await database_now_ns(conn)
+            alive = await self.membership.alive(conn, now)
+        with_room = sorted(
+            (live / capacity, replica)
+            for replica, live, capacity in alive
+            if replica != self.membership.id and capacity > 0 and live < capacity
+        )
+        if not with_room:
+            return None
+        logger.info(
+            "this replica is full: the new conversation goes to one with room",
+            extra={"replica": with_room[0][1]},
+        )
+        return with_room[0][1]
 
     async def _hand(
         self, params: SendMessageRequest, context: ServerCallContext, holder: str
@@ -200,7 +234,9 @@ class Handover:
             task_id: str | None = None
             error: str | None = None
             try:
-                result = await self.send_here(params, owner_context(str(row[0])))
+                context = owner_context(str(row[0]))
+                context.state[HANDED_STATE] = True
+                result = await self.send_here(params, context)
                 if isinstance(result, Task):
                     task_id = result.id
                 else:

@@ -154,6 +154,9 @@ class Persistence:
                 lambda func: self.bridge.run_in_background(func, "handover"),
             )
             handover.send_here = handler.on_message_send
+            handover.room_here = lambda context_id: (
+                self.bridge.root_of(context_id) is not None or self.bridge.can_start_adapter()
+            )
             handler.handover = handover
 
     def serve_for(self, handler: BridgeRequestHandler) -> None:
