@@ -113,6 +113,32 @@ async def test_any_replica_answers_get_list_and_cancel_for_a_task_another_runs(
         }
         unknown = await rpc(client, second.rpc_url, "GetTask", {"id": "no-such-task"})
         assert unknown["error"]["code"] == -32001
+        # Push configs: made on one replica, read and deleted on the other.
+        config = {"taskId": running["id"], "id": "c1", "url": "https://example.com/hook"}
+        assert "result" in await rpc(
+            client, first.rpc_url, "CreateTaskPushNotificationConfig", config
+        )
+        listed_configs = await rpc(
+            client, second.rpc_url, "ListTaskPushNotificationConfigs", {"taskId": running["id"]}
+        )
+        assert [c["id"] for c in listed_configs["result"]["configs"]] == ["c1"]
+        got = await rpc(
+            client,
+            second.rpc_url,
+            "GetTaskPushNotificationConfig",
+            {"taskId": running["id"], "id": "c1"},
+        )
+        assert got["result"]["url"] == "https://example.com/hook"
+        assert "result" in await rpc(
+            client,
+            second.rpc_url,
+            "DeleteTaskPushNotificationConfig",
+            {"taskId": running["id"], "id": "c1"},
+        )
+        after = await rpc(
+            client, first.rpc_url, "ListTaskPushNotificationConfigs", {"taskId": running["id"]}
+        )
+        assert after["result"].get("configs", []) == []
         # Cancelled through the replica that does not run it: the owner tells its agent.
         with caplog.at_level(logging.DEBUG, logger="a2a_acp_bridge.acp.transport"):
             started = time.monotonic()

@@ -114,6 +114,7 @@ class Persistence:
         self.reaper = OrphanReaper(self.database, membership)
         self.task_store.replica = membership.id
         self.task_store.shared = SharedReads(self.database)
+        self.push_configs.shared = True
         await membership.join()
         leases = Leases(self.database, membership)
 
