@@ -6,7 +6,8 @@ looks for unfinished tasks whose replica is no longer alive (its heartbeat older
 A2A_LEASE_TTL_MS, or its row gone) and ends them FAILED with `REPLICA_STOPPED`, in one
 transaction that locks the rows it ends (`FOR UPDATE SKIP LOCKED`): two replicas noticing
 the same death at once end each task once. The dead replicas' rows go in that transaction
-too. A task is never taken from a replica that is alive, however long its turn runs.
+too, with the leases nobody renews. A task is never taken from a replica that is alive,
+however long its turn runs.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from a2a_acp_bridge.a2a.durable_store import end_task
 from a2a_acp_bridge.a2a.event_log import append_end
 from a2a_acp_bridge.a2a.states import TERMINAL
 from a2a_acp_bridge.cluster.membership import Membership, database_now_ns
-from a2a_acp_bridge.schema import replicas, tasks
+from a2a_acp_bridge.schema import leases, replicas, tasks
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import describe_failure
 
@@ -87,6 +88,8 @@ class OrphanReaper:
             await conn.execute(
                 delete(replicas).where(replicas.c.heartbeat_ns < now - self.membership.ttl_ns)
             )
+            # Leases nobody renews any more (their replica stopped): gone too.
+            await conn.execute(delete(leases).where(leases.c.expires_ns < now))
         return ended
 
     async def run(self, on_ended: Callable[[list[TaskStatusUpdateEvent]], Awaitable[None]]) -> None:
