@@ -5,7 +5,12 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from tests.support.postgres import PostgresCluster, StateBackend, postgres_binaries
+from tests.support.postgres import (
+    PostgresCluster,
+    StateBackend,
+    postgres_binaries,
+    stop_abandoned,
+)
 
 # Properties are checked by their examples, not by their speed: on a loaded 2-core machine
 # one example can take longer than hypothesis's default 200 ms deadline.
@@ -28,6 +33,7 @@ def postgres() -> Iterator[PostgresCluster]:
             "PostgreSQL is not installed: ./scripts/test installs it "
             "(apt-get install -y postgresql)"
         )
+    stop_abandoned()
     cluster = PostgresCluster(bin_dir)
     try:
         cluster.start()

@@ -49,10 +49,42 @@ def postgres_binaries() -> Path | None:
     return Path(initdb).resolve().parent if initdb else None
 
 
+PREFIX = "a2a-bridge-pg-"
+OWNER_FILE = "owner"
+
+
+def stop_abandoned() -> None:
+    """Stop the clusters of test sessions that died without their teardown (a SIGKILL, a
+    closed pipe): each directory names the pid of the session that made it."""
+    for root in Path(tempfile.gettempdir()).glob(PREFIX + "*"):
+        try:
+            owner = int((root / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(owner):
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int((root / "data" / "postmaster.pid").read_text().split()[0])
+            os.kill(pid, signal.SIGINT)
+            _wait_gone(pid, STOP_S)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class PostgresCluster:
     def __init__(self, bin_dir: Path) -> None:
         self.bin_dir = bin_dir
-        self.root = Path(tempfile.mkdtemp(prefix="a2a-bridge-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix=PREFIX))
+        (self.root / OWNER_FILE).write_text(f"{os.getpid()}\n")
         self.data = self.root / "data"
         # The socket directory: the server listens here only (`host=` in a URL).
         self.socket_dir = self.root
