@@ -34,6 +34,7 @@ import functools
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# How many deleted task ids a shared store remembers (a2a/shared_tasks.py skips them).
+GONE_KEPT = 10000
 RESTART_MESSAGE = "The bridge restarted while this task was running."
 STOPPED_MESSAGE = "The bridge stopped while this task was running."
 
@@ -135,6 +138,9 @@ class DurableTaskStore(TaskStore):
         # (a2a/shared_tasks.py serves the other replicas' tasks).
         self.replica: str | None = None
         self.shared: SharedReads | None = None
+        # Tasks this replica deleted (their row's delete may not be committed yet): never
+        # read back from the database. The latest GONE_KEPT only.
+        self._gone: OrderedDict[str, None] = OrderedDict()
 
     # --- start and stop ----------------------------------------------------------------
 
@@ -201,17 +207,17 @@ class DurableTaskStore(TaskStore):
     async def adopt(self, task: Task, owner: str, finished_ns: int | None) -> None:
         """A task another replica wrote, read from the shared database: served from memory
         as it was stored (ListTasks); a finished one counts for the retention."""
-        if task.id in self._live:
+        if task.id in self._live or task.id in self._gone:
             return
-        if finished_ns is None:
+        if finished_ns is None or task.id in self._finished:
             await InMemoryTaskStore.save(self, task, owner_context(owner))
             self._states[task.id] = task.status.state
             return
-        self._finished.pop(task.id, None)
         await self._keep(task, owner, finished_ns)
         while len(self._finished) > self._retention:
-            oldest, context = self._finished.popitem(last=False)
-            await self._evict(oldest, context)
+            # The oldest finished first, whichever replica ran it (not the order read).
+            oldest = min(self._finished, key=lambda t: self._finished_ns.get(t, 0))
+            await self._evict(oldest, self._finished.pop(oldest))
 
     async def end_unfinished(self, text: str = STOPPED_MESSAGE) -> list[TaskStatusUpdateEvent]:
         """At shutdown, after the running turns ended: end (FAILED) whatever is still not
@@ -305,6 +311,10 @@ class DurableTaskStore(TaskStore):
             )
 
     def _forget(self, task_id: str) -> None:
+        if self.shared is not None:
+            self._gone[task_id] = None
+            while len(self._gone) > GONE_KEPT:
+                self._gone.popitem(last=False)
         self._states.pop(task_id, None)
         self._live.pop(task_id, None)
         self._finished_ns.pop(task_id, None)

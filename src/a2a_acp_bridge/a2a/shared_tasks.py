@@ -52,6 +52,7 @@ class SharedReads:
         self, store: DurableTaskStore, task_id: str, context: ServerCallContext
     ) -> Task | None:
         owner = resolve_user_scope(context)
+        read_failed = False
         try:
             async with self.database.connect() as conn:
                 body = await conn.scalar(
@@ -63,9 +64,14 @@ class SharedReads:
                 extra={"task_id": task_id, "problem": describe_failure(exc, "postgresql")},
             )
             body = None
+            read_failed = True
         task = parsed(body) if body is not None else None
+        if task is None and self.database.health.ok and not read_failed:
+            # Every task is written before its caller hears of it (durable_store.py): not
+            # in the database, it was deleted (maybe by another replica's retention).
+            return None
         if task is None:
-            # Not (yet) in the database: what this replica holds, if anything.
+            # The database is in trouble: what this replica holds, if anything.
             return await InMemoryTaskStore.get(store, task_id, context)
         return task
 
