@@ -115,7 +115,8 @@ async def test_a_corrupt_database_file_is_refused_at_start_with_a_message(
             db.execute("pragma journal_mode = delete")
             for i in range(200):
                 db.execute(
-                    "insert into tasks values (?, 'c', '', 'TASK_STATE_COMPLETED', 1, 1, ?)",
+                    "insert into tasks (id, context_id, owner, state, updated_ns, finished_ns, "
+                    "body) values (?, 'c', '', 'TASK_STATE_COMPLETED', 1, 1, ?)",
                     (f"t{i}", os.urandom(300)),
                 )
         raw = bytearray(path.read_bytes())

@@ -8,6 +8,7 @@ clock hours ahead) against the real server, its real SQLite file and real sandbo
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sqlite3
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 from a2a_acp_bridge.sweep import SweepReport
+from tests.support.postgres import StateBackend
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.wire import answer_text, error_code, rpc, send, user_message
 
@@ -62,9 +64,10 @@ async def start_sleeping(client: httpx.AsyncClient, bridge: RunningBridge) -> di
 
 
 async def test_finished_tasks_older_than_the_ttl_are_deleted_with_their_push_configs(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, state_backend: StateBackend
 ) -> None:
-    settings = make_settings(tmp_path, {"A2A_TASK_TTL": "1h"})
+    settings = make_settings(tmp_path, {"A2A_TASK_TTL": "1h", **state_backend.env})
+    rows = functools.partial(state_backend.rows, settings.state_dir)
     async with serve_bridge(settings) as bridge, httpx.AsyncClient(timeout=30) as client:
         old = [await send(client, bridge.rpc_url, f"think {i}") for i in range(2)]
         config = {"taskId": old[0]["id"], "id": "c1", "url": "https://example.com/hook"}
@@ -80,27 +83,28 @@ async def test_finished_tasks_older_than_the_ttl_are_deleted_with_their_push_con
         assert set(report.tasks) == {t["id"] for t in old}
         assert [error_code(reply) for reply in gone] == [-32001, -32001]
         assert still["result"]["status"]["state"] == "TASK_STATE_WORKING"
-        assert rows(tmp_path, "select id from tasks") == [(running["id"],)]
-        assert rows(tmp_path, "select count(*) from push_configs") == [(0,)]
+        assert await rows("select id from tasks") == [(running["id"],)]
+        assert await rows("select count(*) from push_configs") == [(0,)]
     (line,) = [r for r in caplog.records if r.getMessage() == "swept"]
     assert line.tasks == 2  # type: ignore[attr-defined]
     assert set(line.task_ids) == {t["id"] for t in old}  # type: ignore[attr-defined]
 
 
-async def test_the_retention_holds_in_the_database_and_across_a_restart(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, {"A2A_TASK_RETENTION": "2"})
+async def test_the_retention_holds_in_the_database_and_across_a_restart(
+    tmp_path: Path, state_backend: StateBackend
+) -> None:
+    settings = make_settings(tmp_path, {"A2A_TASK_RETENTION": "2", **state_backend.env})
+    rows = functools.partial(state_backend.rows, settings.state_dir)
     async with serve_bridge(settings) as bridge, httpx.AsyncClient(timeout=30) as client:
         tasks = [await send(client, bridge.rpc_url, f"think {i}") for i in range(3)]
         assert await bridge.app.state.persistence.database.writer.flush()
-        assert {r[0] for r in rows(tmp_path, "select id from tasks")} == {
-            t["id"] for t in tasks[1:]
-        }
-    fewer = make_settings(tmp_path, {"A2A_TASK_RETENTION": "1"})
+        assert {r[0] for r in await rows("select id from tasks")} == {t["id"] for t in tasks[1:]}
+    fewer = make_settings(tmp_path, {"A2A_TASK_RETENTION": "1", **state_backend.env})
     async with serve_bridge(fewer) as bridge, httpx.AsyncClient(timeout=30) as client:
         listed = await rpc(client, bridge.rpc_url, "ListTasks", {})
         assert [t["id"] for t in listed["result"]["tasks"]] == [tasks[2]["id"]]
         assert await bridge.app.state.persistence.database.writer.flush()
-    assert rows(tmp_path, "select id from tasks") == [(tasks[2]["id"],)]
+    assert await rows("select id from tasks") == [(tasks[2]["id"],)]
 
 
 async def let_idle_adapters_go(bridge: RunningBridge) -> None:
@@ -112,9 +116,9 @@ async def let_idle_adapters_go(bridge: RunningBridge) -> None:
 
 
 async def test_a_conversation_unused_for_the_sandbox_ttl_loses_its_sandbox_and_record(
-    tmp_path: Path,
+    tmp_path: Path, state_backend: StateBackend
 ) -> None:
-    settings = make_settings(tmp_path, {"ACP_SANDBOX_TTL": "1h"})
+    settings = make_settings(tmp_path, {"ACP_SANDBOX_TTL": "1h", **state_backend.env})
     async with serve_bridge(settings) as bridge, httpx.AsyncClient(timeout=30) as client:
         idle = await send(client, bridge.rpc_url, "write kept.txt: old work")
         busy = await start_sleeping(client, bridge)
@@ -132,7 +136,9 @@ async def test_a_conversation_unused_for_the_sandbox_ttl_loses_its_sandbox_and_r
         assert report.conversations == (idle["contextId"],)
         assert not root.exists()
         assert not home.exists()
-        assert rows(tmp_path, "select context_id from conversations") == [(busy["contextId"],)]
+        assert await state_backend.rows(
+            settings.state_dir, "select context_id from conversations"
+        ) == [(busy["contextId"],)]
         # The busy conversation (its task runs) keeps everything.
         assert busy_root.exists()
         assert busy_home.exists()

@@ -216,6 +216,9 @@ class Bridge:
         self.task_recorded: Callable[[str], Awaitable[None]] | None = None
         self._restored: dict[str, ConversationRecord] = {}
         # --- end of durable state ---
+        # --- replicas (issue 16): with a shared database, a conversation another replica
+        # had is read from it before this one runs its turn (a2a/persistence.py) ---
+        self.find_conversation: Callable[[str], Awaitable[ConversationRecord | None]] | None = None
         self.metrics.watch(
             conversation_adapters=lambda: sum(
                 1 for c in self._conversations.values() if c.session is not None
@@ -746,6 +749,10 @@ class Bridge:
         Raises TurnCancelled when the task was cancelled before the agent was prompted."""
         if self.task_recorded is not None:
             await self.task_recorded(turn.task_id)
+        if self.find_conversation is not None and turn.conversation_key not in self._conversations:
+            record = await self.find_conversation(turn.conversation_key)
+            if record is not None and self.book is not None:
+                self.restore(self.book, [record])
         conversation = self._conversation(turn.conversation_key, turn.principal)
         queue = conversation.queue
         if queue.full:

@@ -293,6 +293,27 @@ class HomeSeed(Kind[tuple[str, ...]]):
 
 
 @dataclass(frozen=True)
+class DatabaseUrl(Kind[str]):
+    """A PostgreSQL URL for SQLAlchemy's asyncpg driver (`postgresql://` is taken as
+    `postgresql+asyncpg://`). Never echoed: it may hold a password."""
+
+    secret = True
+
+    def parse(self, variable: str, text: str, base: Path) -> str:
+        for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+            if text.startswith(prefix):
+                rest = text[len(prefix) :]
+                if not rest or rest.startswith("?"):
+                    break
+                return "postgresql+asyncpg://" + rest
+        raise ConfigError(
+            variable,
+            "not a PostgreSQL URL (postgresql+asyncpg://user:password@host:5432/database); "
+            "unset, the state is the SQLite file in ACP_STATE_DIR",
+        )
+
+
+@dataclass(frozen=True)
 class Span(Kind[float | None]):
     """A long duration written with its unit (`45s`, `30m`, `12h`, `7d`; a bare number is
     seconds), in seconds; `0` is None: no limit."""
@@ -673,6 +694,22 @@ class Settings:
         f"./{STATE_DIR_NAME}",
         "the bridge's state: the SQLite database (tasks, push configs, conversations), the "
         "push-config key file and each conversation's adapter HOME (`homes/`)",
+    )
+    database_url: str | None = setting(
+        "A2A_DATABASE_URL",
+        OrUnset(DatabaseUrl()),
+        "",
+        "the state in PostgreSQL (`postgresql+asyncpg://user:password@host/db`), shared by "
+        "every replica ([docs/scaling.md](docs/scaling.md)); unset, the SQLite file in "
+        "`ACP_STATE_DIR`",
+        shown="the SQLite file in `ACP_STATE_DIR`",
+    )
+    lease_ttl_s: float = setting(
+        "A2A_LEASE_TTL_MS",
+        Duration(minimum_ms=1000),
+        "10000",
+        "with `A2A_DATABASE_URL`: a replica that has not renewed its heartbeat for this long "
+        "is taken for dead, and its running tasks end FAILED",
     )
     isolation: bool = setting(
         "ACP_ISOLATION",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 from a2a_acp_bridge.boundary import Identity
 from a2a_acp_bridge.errors import StateWriteError
@@ -66,6 +67,20 @@ def _identity_of(value: object) -> Identity | None:
     return (device, inode, generation)
 
 
+def _record_of(row: Any) -> ConversationRecord:
+    return ConversationRecord(
+        context_id=row["context_id"],
+        root=Path(row["root"]),
+        identity=_identity_of(row["identity"]),
+        owned=bool(row["owned"]),
+        agent=row["agent"],
+        session_id=row["session_id"],
+        principal=row["principal"],
+        created_ns=row["created_ns"],
+        last_used_ns=row["last_used_ns"],
+    )
+
+
 class ConversationBook:
     """The records, in memory and in the state database."""
 
@@ -77,19 +92,35 @@ class ConversationBook:
         async with self._database.connect() as conn:
             rows = (await conn.execute(select(conversations))).mappings().all()
         for row in rows:
-            record = ConversationRecord(
-                context_id=row["context_id"],
-                root=Path(row["root"]),
-                identity=_identity_of(row["identity"]),
-                owned=bool(row["owned"]),
-                agent=row["agent"],
-                session_id=row["session_id"],
-                principal=row["principal"],
-                created_ns=row["created_ns"],
-                last_used_ns=row["last_used_ns"],
-            )
+            record = _record_of(row)
             self._records[record.context_id] = record
         return list(self._records.values())
+
+    async def fetch(self, context_id: str) -> ConversationRecord | None:
+        """The record as the database holds it now (a shared database: another replica may
+        have used the conversation since); None when it has none or cannot be read."""
+        try:
+            async with self._database.connect() as conn:
+                row = (
+                    (
+                        await conn.execute(
+                            select(conversations).where(conversations.c.context_id == context_id)
+                        )
+                    )
+                    .mappings()
+                    .first()
+                )
+        except (SQLAlchemyError, OSError):
+            logger.warning(
+                "the conversation could not be read from the database",
+                extra={"context_id": context_id},
+            )
+            return self._records.get(context_id)
+        if row is None:
+            return None
+        record = _record_of(row)
+        self._records[context_id] = record
+        return record
 
     def get(self, context_id: str) -> ConversationRecord | None:
         return self._records.get(context_id)

@@ -63,8 +63,58 @@ tasks = Table(
     # Wall clock (ns since the epoch) when the task reached a terminal state, else null.
     Column("finished_ns", BigInteger, nullable=True),
     Column("body", LargeBinary, nullable=False),
+    # With A2A_DATABASE_URL: the replica running the task (cluster/membership.py), while it runs.
+    Column("replica", String(64), nullable=True),
     Index("tasks_context", "context_id"),
     Index("tasks_finished", "finished_ns"),
+)
+
+# With A2A_DATABASE_URL: the replicas alive, each renewing its heartbeat (database clock).
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("started_ns", BigInteger, nullable=False),
+    Column("heartbeat_ns", BigInteger, nullable=False),
+    # Its adapters running and ACP_MAX_SESSIONS, as of its last heartbeat.
+    Column("live", BigInteger, nullable=False, default=0),
+    Column("capacity", BigInteger, nullable=False, default=0),
+)
+
+# With A2A_DATABASE_URL: every event of a running task, in order (`n` from 1), so a replica
+# that does not run it streams it to a subscriber (a2a/event_log.py).
+task_events = Table(
+    "task_events",
+    metadata,
+    Column("task_id", String(255), primary_key=True),
+    Column("n", BigInteger, primary_key=True, autoincrement=False),
+    # The StreamResponse protobuf.
+    Column("body", LargeBinary, nullable=False),
+    Column("created_ns", BigInteger, nullable=False),
+)
+
+# With A2A_DATABASE_URL: which replica runs each conversation's adapter, until when
+# (renewed with its heartbeat; cluster/leases.py).
+leases = Table(
+    "leases",
+    metadata,
+    Column("context_id", String(255), primary_key=True),
+    Column("replica", String(64), nullable=False),
+    Column("expires_ns", BigInteger, nullable=False),
+)
+
+# With A2A_DATABASE_URL: a message handed to the replica holding its conversation's lease
+# (a2a/handover.py): the request, then the task it became or the error it met.
+handovers = Table(
+    "handovers",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("replica", String(64), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("request", LargeBinary, nullable=False),
+    Column("task_id", String(255), nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_ns", BigInteger, nullable=False),
 )
 
 # A push-notification config: the TaskPushNotificationConfig protobuf, encrypted (Fernet).
@@ -227,11 +277,67 @@ def _v4(conn: Connection) -> None:
     step.create_all(conn)
 
 
+def _v5(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE tasks ADD COLUMN replica VARCHAR(64)")
+    step = MetaData()
+    Table(
+        "replicas",
+        step,
+        Column("id", String(64), primary_key=True),
+        Column("started_ns", BigInteger, nullable=False),
+        Column("heartbeat_ns", BigInteger, nullable=False),
+        Column("live", BigInteger, nullable=False, default=0),
+        Column("capacity", BigInteger, nullable=False, default=0),
+    )
+    Table(
+        "task_events",
+        step,
+        Column("task_id", String(255), primary_key=True),
+        Column("n", BigInteger, primary_key=True, autoincrement=False),
+        Column("body", LargeBinary, nullable=False),
+        Column("created_ns", BigInteger, nullable=False),
+    )
+    Table(
+        "leases",
+        step,
+        Column("context_id", String(255), primary_key=True),
+        Column("replica", String(64), nullable=False),
+        Column("expires_ns", BigInteger, nullable=False),
+    )
+    Table(
+        "handovers",
+        step,
+        Column("id", String(64), primary_key=True),
+        Column("replica", String(64), nullable=False),
+        Column("owner", String(255), nullable=False),
+        Column("request", LargeBinary, nullable=False),
+        Column("task_id", String(255), nullable=True),
+        Column("error", Text, nullable=True),
+        Column("created_ns", BigInteger, nullable=False),
+    )
+    step.create_all(conn)
+    if conn.dialect.name == "postgresql":
+        # Subscribers on other replicas are woken by each committed batch of a task's events
+        # (PostgreSQL delivers one notification per task and transaction).
+        conn.exec_driver_sql(
+            "CREATE FUNCTION a2a_bridge_task_event() RETURNS trigger AS $$ BEGIN "
+            "PERFORM pg_notify('a2a_bridge_events', json_build_object('task', NEW.task_id)::text);"
+            " RETURN NULL; END; $$ LANGUAGE plpgsql"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER a2a_bridge_task_event AFTER INSERT ON task_events "
+            "FOR EACH ROW EXECUTE FUNCTION a2a_bridge_task_event()"
+        )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
     Migration(3, "push configs: the A2A version each was registered over", _v3),
     Migration(4, "decisions: the ledger of every permission decision", _v4),
+    Migration(
+        5, "replicas: who is alive, which runs each task and conversation, tasks' events", _v5
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -13,8 +13,12 @@ While running, every write goes through the `StateWriter` (state_writer.py), who
 run in this object's task group: `async with database:` starts it, and its end writes what
 is still pending.
 
-The engine is SQLAlchemy's asyncio engine over `aiosqlite`; a later PostgreSQL store can
-take the same schema and writer.
+The engine is SQLAlchemy's asyncio engine over `aiosqlite`. With `A2A_DATABASE_URL` it is
+PostgreSQL over `asyncpg` instead, shared by every replica (docs/scaling.md): the same
+schema, migrations and writer; no file to check and no lock file (several replicas share
+the database by design), but the migration takes a PostgreSQL advisory lock, so replicas
+started together upgrade it once, one after the other. The directory still holds the
+push key file and the adapters' homes.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, event, make_url, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -51,14 +55,22 @@ BUSY_TIMEOUT_MS = 5000
 CLOSE_FLUSH_S = 10.0
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PAGE_SIZE = 16384
+# PostgreSQL: how long connecting may take, and one statement at most (a write or a read
+# is bounded even when the server stops answering: a connection is used shielded).
+PG_CONNECT_S = 10.0
+PG_COMMAND_S = 30.0
+# The advisory lock the migration holds (any fixed number: "a2a-acp-bridge schema").
+PG_MIGRATION_LOCK = 0x2A2AAC9B
 
 
 class StateDatabase:
     """The state directory's database. `await open()` at start, then `async with` it."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, url: str | None = None) -> None:
         self.directory = directory
         self.path = directory / DATABASE_FILE
+        # A PostgreSQL URL (config.DatabaseUrl), else the SQLite file at `path`.
+        self.url = url
         self.health = StateHealth()
         self._engine: AsyncEngine | None = None
         self._writer: StateWriter | None = None
@@ -82,11 +94,28 @@ class StateDatabase:
     def is_open(self) -> bool:
         return self._engine is not None
 
+    @property
+    def shared(self) -> bool:
+        """PostgreSQL: other replicas may use the database at the same time."""
+        return self.url is not None
+
+    @property
+    def where(self) -> str:
+        """The database, as a log line or an error names it (never with a password)."""
+        if self.url is None:
+            return str(self.path)
+        url = make_url(self.url)
+        host = url.host or url.query.get("host") or "localhost"
+        return f"PostgreSQL database {url.database or '?'} on {host}"
+
     async def open(self) -> None:
         """Make, lock, check and migrate; StateError says what is wrong. Idempotent."""
         if self._engine is not None:
             return
         self._make_directory()
+        if self.url is not None:
+            await self._open_shared(self.url)
+            return
         self._take_lock()
         try:
             await anyio.to_thread.run_sync(self._check_file)
@@ -108,10 +137,41 @@ class StateDatabase:
         self._engine = engine
         self._writer = StateWriter(engine, self.health)
         self.migrated_from = found if found != version else None
+        self._opened(found, version)
+
+    async def _open_shared(self, url: str) -> None:
+        engine = create_async_engine(
+            url,
+            pool_pre_ping=True,
+            connect_args={"timeout": PG_CONNECT_S, "command_timeout": PG_COMMAND_S},
+        )
+        try:
+            with untorn():
+                async with engine.begin() as conn:
+                    # Replicas started together: one migrates, the others wait and find it done.
+                    await conn.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK}
+                    )
+                    found, version = await conn.run_sync(migrate)
+        except StateError:
+            await engine.dispose()
+            raise
+        except (SQLAlchemyError, OSError) as exc:
+            await engine.dispose()
+            raise StateError(
+                f"the state database ({self.where}) cannot be used: "
+                f"{describe_failure(exc, 'postgresql')}"
+            ) from None
+        self._engine = engine
+        self._writer = StateWriter(engine, self.health)
+        self.migrated_from = found if found != version else None
+        self._opened(found, version)
+
+    def _opened(self, found: int, version: int) -> None:
         logger.info(
             "state database opened",
             extra={
-                "path": str(self.path),
+                "path": self.where,
                 "schema_version": version,
                 **({"migrated_from": found} if found != version else {}),
             },

@@ -119,9 +119,41 @@ class StateHealth:
         self.since = None
 
 
-def describe_failure(exc: BaseException) -> str:
+# PostgreSQL's error classes (SQLSTATE), as the same few words.
+_PG_CAUSES = (
+    ("53100", "the disk is full"),
+    ("25006", "it is read-only"),
+    ("55P03", "it is locked by another process"),
+    ("40P01", "it is locked by another process"),
+    ("08", "the database server cannot be reached"),
+    ("57P", "the database server cannot be reached"),
+    ("53", "the database server is out of resources"),
+    ("XX001", "it is damaged"),
+)
+
+
+def _sqlstate(original: BaseException) -> str:
+    for candidate in (original, original.__cause__):
+        code = getattr(candidate, "sqlstate", None)
+        if isinstance(code, str):
+            return code
+    return ""
+
+
+def describe_failure(exc: BaseException, dialect: str = "sqlite") -> str:
     """What went wrong with a write, in words for the caller and /readyz."""
     original = getattr(exc, "orig", None) or exc
+    code = _sqlstate(original)
+    for prefix, words in _PG_CAUSES:
+        if code.startswith(prefix):
+            return words
+    if dialect == "postgresql" and (
+        isinstance(original, OSError | TimeoutError)
+        or isinstance(original.__cause__, OSError | TimeoutError)
+        or type(original).__name__ in ("InterfaceError", "ConnectionDoesNotExistError")
+    ):
+        # A socket that refuses, a server gone: asyncpg reports it as an OS error.
+        return "the database server cannot be reached"
     name = str(getattr(original, "sqlite_errorname", "") or "")
     text = str(original).lower()
     if name == "SQLITE_FULL" or "disk is full" in text or "no space" in text:
@@ -224,7 +256,11 @@ class StateWriter:
                 await self.checkpoint()
 
     async def checkpoint(self) -> None:
-        """Copy the write-ahead log into the database (PASSIVE: never waits for readers)."""
+        """Copy the write-ahead log into the database (PASSIVE: never waits for readers).
+        SQLite only: PostgreSQL checkpoints by itself."""
+        if self.engine.dialect.name != "sqlite":
+            self._written_since_checkpoint = False
+            return
         async with self._lock:
             try:
                 with untorn():
@@ -254,7 +290,7 @@ class StateWriter:
                 async with self.engine.begin() as conn:
                     await self._apply(conn, rows, deletes)
         except (SQLAlchemyError, OSError) as exc:
-            problem = describe_failure(exc)
+            problem = describe_failure(exc, self.engine.dialect.name)
             for key, op in batch.items():
                 # A newer operation under the same key, submitted meanwhile, wins.
                 self._pending.setdefault(key, op)

@@ -135,7 +135,10 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
         push_config_store=push_configs,
         push_sender=push,
         push_url_validator=push_policy.accepts,
+        # Several replicas: a task's events reach subscribers on any of them (None: one).
+        event_stream=persistence.event_log,
     )
+    persistence.serve_for(handler)  # replicas: another one's cancel reaches this handler
     context_builder = CallContextBuilder(settings.admin_principals)
     dispatcher = JsonRpcDispatcher(handler, context_builder=context_builder)
     # The SDK's 0.3 adapter, with the bridge's error codes (see a2a/compat.py).

@@ -29,16 +29,20 @@ anything reaches the agent, while the database takes no writes.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    ListTasksResponse,
     Message,
     Part,
     Role,
@@ -59,8 +63,13 @@ from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL, tasks
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import Delete, Upsert
 
+if TYPE_CHECKING:
+    from a2a_acp_bridge.a2a.shared_tasks import SharedReads
+
 logger = logging.getLogger(__name__)
 
+# How many deleted task ids a shared store remembers (a2a/shared_tasks.py skips them).
+GONE_KEPT = 10000
 RESTART_MESSAGE = "The bridge restarted while this task was running."
 STOPPED_MESSAGE = "The bridge stopped while this task was running."
 
@@ -105,6 +114,13 @@ class DurableTaskStore(TaskStore):
         self._finished_ns: dict[str, int] = {}
         # Told of each task deleted (its push configs go with it).
         self.on_delete: list[Callable[[str], Any]] = []
+        # With a shared database: this replica's id, on the rows of the tasks it runs
+        # (a2a/shared_tasks.py serves the other replicas' tasks).
+        self.replica: str | None = None
+        self.shared: SharedReads | None = None
+        # Tasks this replica deleted (their row's delete may not be committed yet): never
+        # read back from the database. The latest GONE_KEPT only.
+        self._gone: OrderedDict[str, None] = OrderedDict()
 
     # --- start and stop ----------------------------------------------------------------
 
@@ -132,6 +148,9 @@ class DurableTaskStore(TaskStore):
                         "a stored task cannot be read; left out", extra={"task_id": task_id}
                     )
                     continue
+                if task.status.state not in TERMINAL and database.shared:
+                    # Another replica may run it: a2a/orphans.py ends it if none does.
+                    continue
                 if task.status.state not in TERMINAL:
                     ended.append(end_task(task, RESTART_MESSAGE))
                     finished_ns = now
@@ -158,6 +177,30 @@ class DurableTaskStore(TaskStore):
         self._finished[task.id] = context
         self._finished_ns[task.id] = finished_ns
         self._states[task.id] = task.status.state
+
+    def owner_of(self, task_id: str) -> str | None:
+        """The owner of a task this replica runs; None when it runs no such task."""
+        entry = self._live.get(task_id)
+        return entry[1] if entry is not None else None
+
+    def runs_here(self, task_id: str) -> bool:
+        """The task is not finished and this replica (process) runs it."""
+        return task_id in self._live
+
+    async def adopt(self, task: Task, owner: str, finished_ns: int | None) -> None:
+        """A task another replica wrote, read from the shared database: served from memory
+        as it was stored (ListTasks); a finished one counts for the retention."""
+        if task.id in self._live or task.id in self._gone:
+            return
+        if finished_ns is None or task.id in self._finished:
+            await InMemoryTaskStore.save(self, task, owner_context(owner))
+            self._states[task.id] = task.status.state
+            return
+        await self._keep(task, owner, finished_ns)
+        while len(self._finished) > self._retention:
+            # The oldest finished first, whichever replica ran it (not the order read).
+            oldest = min(self._finished, key=lambda t: self._finished_ns.get(t, 0))
+            await self._evict(oldest, self._finished.pop(oldest))
 
     async def end_unfinished(self, text: str = STOPPED_MESSAGE) -> list[TaskStatusUpdateEvent]:
         """At shutdown, after the running turns ended: end (FAILED) whatever is still not
@@ -188,8 +231,23 @@ class DurableTaskStore(TaskStore):
         op = Upsert(tasks, functools.partial(self._current_row, task, owner))
         if state != previous and (state in TERMINAL or state in INTERRUPTED):
             await self._write_now(task.id, key, op)
+        elif previous is None and database.shared:
+            # Other replicas answer for it as soon as the caller has its id (a round-robin
+            # balancer sends the next GetTask anywhere): written before it is told.
+            await self._write_now(task.id, key, op)
         else:
             database.writer.submit(key, op, soon=state != previous)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if self.shared is not None and task_id not in self._live:
+            # Maybe run (or ended) by another replica: the database has its latest state.
+            return await self.shared.get(self, task_id, context)
+        return await super().get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        if self.shared is not None:
+            await self.shared.refresh(self)
+        return await super().list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         await super().delete(task_id, context)
@@ -208,7 +266,7 @@ class DurableTaskStore(TaskStore):
         if database is not None and database.health.problem is not None:
             raise StateWriteError(database.health.problem)
 
-    async def sweep(self, now_ns: int) -> list[str]:
+    async def sweep(self, now_ns: int) -> builtins.list[str]:
         """Delete the finished tasks older than A2A_TASK_TTL; their ids."""
         if self.ttl_s is None:
             return []
@@ -236,6 +294,10 @@ class DurableTaskStore(TaskStore):
             )
 
     def _forget(self, task_id: str) -> None:
+        if self.shared is not None:
+            self._gone[task_id] = None
+            while len(self._gone) > GONE_KEPT:
+                self._gone.popitem(last=False)
         self._states.pop(task_id, None)
         self._live.pop(task_id, None)
         self._finished_ns.pop(task_id, None)
@@ -247,7 +309,10 @@ class DurableTaskStore(TaskStore):
             listener(task_id)
 
     def _current_row(self, task: Task, owner: str) -> dict[str, Any]:
-        return self._row(task, owner, self._finished_ns.get(task.id))
+        return {
+            **self._row(task, owner, self._finished_ns.get(task.id)),
+            "replica": self.replica,
+        }
 
     @staticmethod
     def _row(task: Task, owner: str, finished_ns: int | None) -> dict[str, Any]:

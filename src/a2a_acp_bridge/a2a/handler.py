@@ -43,6 +43,7 @@ from a2a.utils.errors import (
 from a2a.utils.task import apply_history_length
 
 from a2a_acp_bridge.a2a.failures import request_error
+from a2a_acp_bridge.a2a.handover import Handover
 from a2a_acp_bridge.a2a.input import parsed_prompt
 from a2a_acp_bridge.a2a.ownership import allow_admin_view
 from a2a_acp_bridge.a2a.states import BUSY, TERMINAL
@@ -60,6 +61,11 @@ class BridgeRequestHandler(DefaultRequestHandler):
     def __init__(self, *, bridge: Bridge, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bridge = bridge
+        # With a shared database: a task another replica runs is cancelled there
+        # (a2a/remote.py); None when it is this replica's (or nobody's) to cancel.
+        self.remote_cancel: Callable[[str, ServerCallContext], Awaitable[Task | None]] | None = None
+        # A message for a conversation another replica runs is handed to it (a2a/handover.py).
+        self.handover: Handover | None = None
 
     def check_input(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """Raise the A2A error for a message the agent cannot be given as it is."""
@@ -115,6 +121,15 @@ class BridgeRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Message | Task:
         await self._prepare(params, context)
+        handover = self.handover
+        if (
+            handover is not None
+            and (holder := await handover.destination(params, context)) is not None
+        ):
+            handed: Task = await self._guarded(
+                "SendMessage", lambda: handover.send(params, context, holder)
+            )
+            return handed
         result: Message | Task = await self._guarded(
             "SendMessage",
             lambda: super(BridgeRequestHandler, self).on_message_send(params, context),
@@ -125,6 +140,16 @@ class BridgeRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
         continues = await self._prepare(params, context)
+        handover = self.handover
+        if (
+            handover is not None
+            and (holder := await handover.destination(params, context)) is not None
+        ):
+            async for event in self._guarded_stream(
+                "SendStreamingMessage", handover.stream(params, context, holder)
+            ):
+                yield event
+            return
         first = True
         async for event in self._guarded_stream(
             "SendStreamingMessage", super().on_message_send_stream(params, context)
@@ -179,6 +204,11 @@ class BridgeRequestHandler(DefaultRequestHandler):
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
         allow_admin_view(context)
+        remote = self.remote_cancel
+        if remote is not None:
+            routed = await self._guarded("CancelTask", lambda: remote(params.id, context))
+            if routed is not None:
+                return routed
         result: Task | None = await self._guarded(
             "CancelTask", lambda: super(BridgeRequestHandler, self).on_cancel_task(params, context)
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.types.a2a_pb2 import TaskPushNotificationConfig
+from sqlalchemy import ColumnElement, true
 
 from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 
@@ -65,6 +66,11 @@ def owner_name(context: ServerCallContext) -> str:
     if context.state.get(ADMIN_VIEW_STATE):
         return EVERY_OWNER
     return principal_of(context)
+
+
+def owned_by(column: ColumnElement[str], owner: str) -> ColumnElement[bool]:
+    """The SQL condition of the owner partition (`EVERY_OWNER`, an operator's view: any row)."""
+    return true() if owner == EVERY_OWNER else column == owner
 
 
 def allow_admin_view(context: ServerCallContext) -> None:

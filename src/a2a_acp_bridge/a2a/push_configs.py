@@ -18,6 +18,7 @@ A config set again with a secret reading `REDACTED` keeps the one stored.
 from __future__ import annotations
 
 import logging
+import time
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore
@@ -27,6 +28,7 @@ from a2a.utils.errors import InternalError
 from cryptography.fernet import InvalidToken, MultiFernet
 from google.protobuf.message import DecodeError
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 from a2a_acp_bridge.a2a.ownership import REDACTED, owner_name, redacted
 from a2a_acp_bridge.a2a.push import V03, VERSION_STATE
@@ -36,6 +38,9 @@ from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import Delete, Upsert
 
 logger = logging.getLogger(__name__)
+
+# With a shared database: a delivery reads the task's configs again at most this often.
+SHARED_REFRESH_S = 1.0
 
 
 def kept_secrets(
@@ -63,6 +68,11 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         self._cipher: MultiFernet | None = None
         # Registrations made over A2A 0.3 (their webhooks get 0.3 payloads), stored with them.
         self._v03: set[tuple[str, str]] = set()
+        # --- replicas (issue 16): with a shared database another replica may have changed
+        # a task's configs: they are read again before each API call, and before a
+        # delivery at most every SHARED_REFRESH_S.
+        self.shared = False
+        self._read_at: dict[str, float] = {}
 
     async def restore(self, database: StateDatabase, cipher: MultiFernet) -> int:
         """Load the stored configs; one that cannot be decrypted (another key) is left out."""
@@ -87,6 +97,42 @@ class DurablePushConfigStore(PushNotificationConfigStore):
             if row["protocol"] == V03:
                 self._v03.add((row["task_id"], row["config_id"]))
         return len(rows)
+
+    async def _reload(self, task_id: str, *, at_most_every_s: float = 0.0) -> None:
+        if not self.shared or self._database is None or self._cipher is None:
+            return
+        now = time.monotonic()
+        if at_most_every_s and now - self._read_at.get(task_id, -at_most_every_s) < at_most_every_s:
+            return
+        self._read_at[task_id] = now
+        try:
+            async with self._database.connect() as conn:
+                rows = (
+                    (
+                        await conn.execute(
+                            select(push_configs).where(push_configs.c.task_id == task_id)
+                        )
+                    )
+                    .mappings()
+                    .all()
+                )
+        except (SQLAlchemyError, OSError):
+            logger.warning("a task's push configs could not be read", extra={"task_id": task_id})
+            return
+        configs: dict[str, tuple[str, TaskPushNotificationConfig]] = {}
+        for row in rows:
+            config = TaskPushNotificationConfig()
+            try:
+                config.ParseFromString(self._cipher.decrypt(row["body"]))
+            except (InvalidToken, DecodeError):
+                continue
+            configs[row["config_id"]] = (row["owner"], config)
+            if row["protocol"] == V03:
+                self._v03.add((task_id, row["config_id"]))
+        if configs:
+            self._configs[task_id] = configs
+        else:
+            self._configs.pop(task_id, None)
 
     async def set_info(
         self,
@@ -118,10 +164,12 @@ class DurablePushConfigStore(PushNotificationConfigStore):
     async def get_info(
         self, task_id: str, context: ServerCallContext
     ) -> list[TaskPushNotificationConfig]:
+        await self._reload(task_id)
         owner = owner_name(context)
         return [redacted(c) for o, c in self._configs.get(task_id, {}).values() if o == owner]
 
     async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        await self._reload(task_id, at_most_every_s=SHARED_REFRESH_S)
         return [config for _owner, config in self._configs.get(task_id, {}).values()]
 
     async def delete_info(
@@ -130,6 +178,7 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         context: ServerCallContext,
         config_id: str | None = None,
     ) -> None:
+        await self._reload(task_id)
         owner = owner_name(context)
         known = self._configs.get(task_id, {})
         doomed = [

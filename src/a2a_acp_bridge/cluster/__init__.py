@@ -1,0 +1,1 @@
+"""Several bridge replicas on one PostgreSQL state (A2A_DATABASE_URL): docs/scaling.md."""

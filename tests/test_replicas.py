@@ -1,0 +1,396 @@
+"""Several replicas on one PostgreSQL state (docs/scaling.md): any replica answers GetTask,
+ListTasks and CancelTask for a task another one runs; a replica killed with SIGKILL has its
+running tasks ended FAILED by another one within the lease TTL and a second, and leaves no
+task non-terminal and no adapter behind on the others.
+
+Real bridges on 127.0.0.1 (in this process, or real `serve` processes for the kill), the
+demo agent, a real PostgreSQL (tests/support/postgres.py)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from a2a_acp_bridge.a2a.orphans import REPLICA_STOPPED
+from tests.support.bridge_process import BridgeProcess
+from tests.support.postgres import PostgresCluster, fetch_rows
+from tests.support.server import RunningBridge, make_settings, serve_bridge
+from tests.support.wire import rpc, send, state_of, stream, user_message
+
+pytestmark = pytest.mark.anyio
+
+# A push key every replica shares (their configs are read by each other).
+PUSH_KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
+# How long a test waits for the agent to have its prompt, or a state to reach a replica.
+PROMPT_SEEN_S = 30.0
+STATE_SEEN_S = 30.0
+LEASE_TTL_MS = 2000
+# A cancel through another replica is answered once the owner cancelled (about 0.1 s
+# measured); the bound only keeps a lost signal from hanging the test.
+CANCEL_ANSWERED_S = 10.0
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    tmp_path: Path, url: str, count: int, env: dict[str, str] | None = None
+) -> AsyncIterator[list[RunningBridge]]:
+    async with contextlib.AsyncExitStack() as stack:
+        started = []
+        for i in range(count):
+            settings = make_settings(
+                tmp_path / f"r{i}",
+                {"A2A_DATABASE_URL": url, "A2A_PUSH_KEY": PUSH_KEY, **(env or {})},
+            )
+            started.append(await stack.enter_async_context(serve_bridge(settings)))
+        yield started
+
+
+async def start_sleeping(client: httpx.AsyncClient, bridge: RunningBridge) -> dict[str, Any]:
+    reply = await rpc(
+        client,
+        bridge.rpc_url,
+        "SendMessage",
+        {"message": user_message("sleep 600"), "configuration": {"returnImmediately": True}},
+    )
+    task: dict[str, Any] = reply["result"]["task"]
+    with anyio.fail_after(PROMPT_SEEN_S):
+        while True:
+            root = bridge.bridge.root_of(task["contextId"])
+            if root is not None and any(root.glob(".demo-agent/*.jsonl")):
+                return task
+            await anyio.sleep(0.02)  # polled: the agent's transcript, another process's file
+
+
+async def state_on(client: httpx.AsyncClient, url: str, task_id: str) -> str:
+    reply = await rpc(client, url, "GetTask", {"id": task_id})
+    return str(reply["result"]["status"]["state"])
+
+
+async def wait_for_state(client: httpx.AsyncClient, url: str, task_id: str, state: str) -> None:
+    """Unbounded here: each caller bounds it with its own deadline."""
+    while True:
+        if await state_on(client, url, task_id) == state:
+            return
+        await anyio.sleep(0.05)  # polled: another process's write to the database
+
+
+async def test_any_replica_answers_get_list_and_cancel_for_a_task_another_runs(
+    tmp_path: Path,
+    postgres: PostgresCluster,
+    postgres_database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 2) as (first, second),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        done = await send(client, first.rpc_url, "think finished on the first")
+        running = await start_sleeping(client, first)
+        # The second never saw either: it reads them from the database.
+        assert (await rpc(client, second.rpc_url, "GetTask", {"id": done["id"]}))["result"] == done
+        assert await state_on(client, second.rpc_url, running["id"]) == "TASK_STATE_WORKING"
+        listed = await rpc(client, second.rpc_url, "ListTasks", {})
+        assert {t["id"] for t in listed["result"]["tasks"]} == {done["id"], running["id"]}
+        # Its own tasks beside the other's.
+        own = await send(client, second.rpc_url, "think on the second")
+        listed = await rpc(client, first.rpc_url, "ListTasks", {})
+        assert {t["id"] for t in listed["result"]["tasks"]} == {
+            done["id"],
+            running["id"],
+            own["id"],
+        }
+        unknown = await rpc(client, second.rpc_url, "GetTask", {"id": "no-such-task"})
+        assert unknown["error"]["code"] == -32001
+        # Push configs: made on one replica, read and deleted on the other.
+        config = {"taskId": running["id"], "id": "c1", "url": "https://example.com/hook"}
+        assert "result" in await rpc(
+            client, first.rpc_url, "CreateTaskPushNotificationConfig", config
+        )
+        listed_configs = await rpc(
+            client, second.rpc_url, "ListTaskPushNotificationConfigs", {"taskId": running["id"]}
+        )
+        assert [c["id"] for c in listed_configs["result"]["configs"]] == ["c1"]
+        got = await rpc(
+            client,
+            second.rpc_url,
+            "GetTaskPushNotificationConfig",
+            {"taskId": running["id"], "id": "c1"},
+        )
+        assert got["result"]["url"] == "https://example.com/hook"
+        assert "result" in await rpc(
+            client,
+            second.rpc_url,
+            "DeleteTaskPushNotificationConfig",
+            {"taskId": running["id"], "id": "c1"},
+        )
+        after = await rpc(
+            client, first.rpc_url, "ListTaskPushNotificationConfigs", {"taskId": running["id"]}
+        )
+        assert after["result"].get("configs", []) == []
+        # Cancelled through the replica that does not run it: the owner tells its agent.
+        with caplog.at_level(logging.DEBUG, logger="a2a_acp_bridge.acp.transport"):
+            started = time.monotonic()
+            with anyio.fail_after(CANCEL_ANSWERED_S):
+                cancelled = await rpc(client, second.rpc_url, "CancelTask", {"id": running["id"]})
+            took = time.monotonic() - started
+        assert cancelled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        assert await state_on(client, first.rpc_url, running["id"]) == "TASK_STATE_CANCELED"
+        frames = [str(getattr(r, "frame", "")) for r in caplog.records]
+        assert any("session/cancel" in frame for frame in frames)
+        print(f"cancel through another replica answered in {took * 1000:.0f} ms")
+        again = await rpc(client, second.rpc_url, "CancelTask", {"id": running["id"]})
+        assert again["error"]["code"] == -32002  # not cancelable: it has ended
+
+
+@pytest.fixture
+async def processes() -> AsyncIterator[list[BridgeProcess]]:
+    started: list[BridgeProcess] = []
+    try:
+        yield started
+    finally:
+        for process in started:
+            process.close()
+
+
+def replica_env(tmp_path: Path, url: str) -> dict[str, str]:
+    # Sandboxes and state (the adapters' homes) on storage every replica shares: a
+    # conversation goes on, its memory loaded, on whichever replica takes it next.
+    return {
+        "A2A_DATABASE_URL": url,
+        "A2A_PUSH_KEY": PUSH_KEY,
+        "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
+        "ACP_SANDBOX_DIR": str(tmp_path / "shared" / "sandboxes"),
+        "ACP_STATE_DIR": str(tmp_path / "shared" / "state"),
+    }
+
+
+def prompted(sandboxes: Path, text: str) -> bool:
+    return any(
+        f'"text": "{text}"' in path.read_text() for path in sandboxes.glob("*/.demo-agent/*.jsonl")
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_a_replica_killed_mid_task_has_its_task_failed_and_its_conversation_goes_on(
+    tmp_path: Path,
+    postgres: PostgresCluster,
+    postgres_database: str,
+    processes: list[BridgeProcess],
+) -> None:
+    url = postgres.url(postgres_database)
+    env = replica_env(tmp_path, url)
+    for i in range(3):
+        workdir = tmp_path / f"r{i}"
+        workdir.mkdir()
+        processes.append(await BridgeProcess(workdir, env, f"r{i}").start())
+    doomed, *survivors = processes
+    sandboxes = Path(env["ACP_SANDBOX_DIR"])
+    async with httpx.AsyncClient(timeout=30) as client:
+        first = await send(client, doomed.rpc_url, "write notes.txt: kept across replicas")
+        context = first["contextId"]
+        reply = await rpc(
+            client,
+            doomed.rpc_url,
+            "SendMessage",
+            {
+                "message": user_message("sleep 600", context_id=context),
+                "configuration": {"returnImmediately": True},
+            },
+        )
+        running = reply["result"]["task"]
+        with anyio.fail_after(PROMPT_SEEN_S):
+            while not prompted(sandboxes, "sleep 600"):  # noqa: ASYNC110 - the agent's file
+                await anyio.sleep(0.02)
+        # Seen from another replica at once (its WORKING follows within a batch).
+        assert await state_on(client, survivors[0].rpc_url, running["id"]) in {
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+        }
+        killed_at = time.monotonic()
+        assert await doomed.stop(signal.SIGKILL) == -signal.SIGKILL
+        # Within the lease TTL and a second (issue 16), another replica has ended it.
+        with anyio.fail_after(LEASE_TTL_MS / 1000 + 1.0):
+            await wait_for_state(client, survivors[0].rpc_url, running["id"], "TASK_STATE_FAILED")
+        ended_after = time.monotonic() - killed_at
+        failed = await rpc(client, survivors[1].rpc_url, "GetTask", {"id": running["id"]})
+        assert failed["result"]["status"]["message"]["parts"][0]["text"] == REPLICA_STOPPED
+        # The conversation goes on on another replica, in its sandbox, its memory loaded.
+        again = await send(
+            client, survivors[1].rpc_url, "read notes.txt\nrecall", context_id=context
+        )
+        assert again["status"]["state"] == "TASK_STATE_COMPLETED"
+        text = str(again["artifacts"])
+        assert "kept across replicas" in text
+        assert "write notes.txt" in text  # the demo agent recalls the earlier prompt
+        # Nothing is left non-terminal, on any replica.
+        states = await fetch_rows(postgres.dsn(postgres_database), "select state from tasks")
+        assert {s for (s,) in states} <= {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED"}
+        for survivor in survivors:
+            assert await survivor.stop(signal.SIGTERM) == 0
+    # No adapter left behind by the replicas that stopped cleanly.
+    for survivor in survivors:
+        pids = [int(e["pid"]) for e in survivor.events("adapter spawned")]
+        assert not [pid for pid in pids if alive(pid)]
+    assert ended_after <= LEASE_TTL_MS / 1000 + 1.0
+    rows = await fetch_rows(postgres.dsn(postgres_database), "select id from replicas")
+    assert rows == []  # the survivors left; the dead one was removed when found dead
+
+
+async def test_a_subscriber_on_a_third_replica_sees_every_event_in_order_from_the_start(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 3) as (owner, _other, third),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        reply = await rpc(
+            client,
+            owner.rpc_url,
+            "SendMessage",
+            {
+                "message": user_message("think the very first thought\nsleep 600"),
+                "configuration": {"returnImmediately": True},
+            },
+        )
+        task_id = reply["result"]["task"]["id"]
+        with anyio.fail_after(STATE_SEEN_S):
+            # The thought reached the database (the prompt holds the words too: not them).
+            while "Thinking: the very first thought" not in str(  # noqa: ASYNC110 - a batch
+                (await rpc(client, third.rpc_url, "GetTask", {"id": task_id}))["result"]
+            ):
+                await anyio.sleep(0.05)
+        events: list[dict[str, Any]] = []
+
+        async def follow() -> None:
+            async for event in stream(
+                client, third.rpc_url, {"id": task_id}, method="SubscribeToTask"
+            ):
+                events.append(event)
+
+        # The stream ends by itself on the terminal event; the bound only catches a hang.
+        with anyio.fail_after(STATE_SEEN_S):
+            async with anyio.create_task_group() as group:
+                group.start_soon(follow)
+                while len(events) < 2:  # noqa: ASYNC110 - the stored task, then the replay
+                    await anyio.sleep(0.02)
+                cancelled = await rpc(client, owner.rpc_url, "CancelTask", {"id": task_id})
+                assert cancelled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert events[0]["task"]["id"] == task_id  # the stored task first (the SDK's rule)
+    replayed = [json.dumps(e) for e in events[1:]]
+    # From the task's start: its first event (the task as submitted), the thought, in order.
+    assert "task" in events[1]
+    assert events[1]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    thought = next(i for i, e in enumerate(replayed) if "Thinking: the very first thought" in e)
+    working = next(i for i, e in enumerate(replayed) if '"TASK_STATE_WORKING"' in e)
+    assert working < thought
+    assert state_of(events[-1]) == "TASK_STATE_CANCELED"
+    assert [state_of(e) for e in events[1:-1]].count("TASK_STATE_CANCELED") == 0
+
+
+async def test_a_conversation_s_messages_sent_round_robin_all_run_on_its_one_adapter_in_order(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 3) as running,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        first = await send(client, running[0].rpc_url, "write a.txt: from the first message")
+        context = first["contextId"]
+        answers = [first]
+        for i, replica in enumerate([running[1], running[2], running[0], running[1]]):
+            answers.append(
+                await send(client, replica.rpc_url, f"think turn {i}", context_id=context)
+            )
+        # Streamed through a replica that does not run it: every event, to the end.
+        events = [
+            event
+            async for event in stream(
+                client,
+                running[2].rpc_url,
+                {"message": user_message("read a.txt\nrecall", context_id=context)},
+            )
+        ]
+    assert [a["status"]["state"] for a in answers] == ["TASK_STATE_COMPLETED"] * 5
+    assert state_of(events[-1]) == "TASK_STATE_COMPLETED"
+    streamed = json.dumps(events)
+    assert "from the first message" in streamed
+    # One adapter, on the replica that took the conversation first; its memory in order.
+    assert running[0].bridge.root_of(context) is not None
+    assert running[1].bridge.root_of(context) is None
+    assert running[2].bridge.root_of(context) is None
+    recalled = streamed[streamed.index("I remember") :]
+    positions = [recalled.index(f"think turn {i}") for i in range(4)]
+    assert positions == sorted(positions)
+
+
+async def live_reported(dsn: str, expected: list[int]) -> None:
+    """Until the replicas' heartbeats report these adapter counts (sorted)."""
+    while True:
+        rows = await fetch_rows(dsn, "select live from replicas")
+        if sorted(int(live) for (live,) in rows) == expected:
+            return
+        await anyio.sleep(0.05)  # polled: the heartbeats, written every TTL / 3
+
+
+async def test_a_full_replica_passes_a_new_conversation_to_one_with_room_and_rejects_when_all_are(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    url = postgres.url(postgres_database)
+    dsn = postgres.dsn(postgres_database)
+    env = {
+        "ACP_MAX_SESSIONS": "1",
+        "ACP_ADMISSION_TIMEOUT_MS": "0",
+        "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
+    }
+    async with (
+        replicas(tmp_path, url, 3, env) as running,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        busy = [await start_sleeping(client, running[0])]
+        with anyio.fail_after(STATE_SEEN_S):
+            await live_reported(dsn, [0, 0, 1])
+        # The first is full: the new conversation runs on another replica, answered here.
+        placed = await send(client, running[0].rpc_url, "think placed elsewhere")
+        assert placed["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert running[0].bridge.root_of(placed["contextId"]) is None
+        hosts = [r for r in running[1:] if r.bridge.root_of(placed["contextId"]) is not None]
+        assert len(hosts) == 1
+        # Fill the other two, then every replica is full: REJECTED.
+        for replica in running[1:]:
+            await let_idle_go(replica)
+            busy.append(await start_sleeping(client, replica))
+        with anyio.fail_after(STATE_SEEN_S):
+            await live_reported(dsn, [1, 1, 1])
+        refused = await send(client, running[0].rpc_url, "think nowhere to go")
+        assert refused["status"]["state"] == "TASK_STATE_REJECTED"
+        for task in busy:
+            assert await state_on(client, running[0].rpc_url, task["id"]) == "TASK_STATE_WORKING"
+
+
+async def let_idle_go(replica: RunningBridge) -> None:
+    """Stop its idle adapters now (the idle reaper's job), so a new one has room."""
+    replica.bridge._reap_idle(0.0)
+    for conversation in list(replica.bridge._conversations.values()):
+        if conversation.retiring is not None:
+            await conversation.retiring.wait()
