@@ -203,7 +203,7 @@ def test_a_duration_is_milliseconds_in_a_variable_named_ms_and_seconds_in_its_fi
     durations = [row for row in SETTINGS if _inner(row) == Duration]
     # Long spans (a task's or a sandbox's age) are written with their unit: `7d`.
     spans = [row for row in SETTINGS if _inner(row) == Span]
-    assert len(durations) == 11
+    assert len(durations) == 12
     assert [row.variable for row in spans] == [
         "A2A_TASK_TTL",
         "ACP_SANDBOX_TTL",

@@ -178,11 +178,6 @@ class DurableTaskStore(TaskStore):
         self._finished_ns[task.id] = finished_ns
         self._states[task.id] = task.status.state
 
-    def owner_of(self, task_id: str) -> str | None:
-        """The owner of a task this replica runs; None when it runs no such task."""
-        entry = self._live.get(task_id)
-        return entry[1] if entry is not None else None
-
     def runs_here(self, task_id: str) -> bool:
         """The task is not finished and this replica (process) runs it."""
         return task_id in self._live
@@ -193,6 +188,7 @@ class DurableTaskStore(TaskStore):
         if task.id in self._live or task.id in self._gone:
             return
         if finished_ns is None or task.id in self._finished:
+            self._owners[task.id] = owner
             await InMemoryTaskStore.save(self, task, owner_context(owner))
             self._states[task.id] = task.status.state
             return
