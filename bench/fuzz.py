@@ -35,7 +35,7 @@ from tests.support.server import make_settings, serve_bridge  # noqa: E402
 from tests.support.wire import send  # noqa: E402
 
 SCRIPT = {"turns": [[{"op": "say", "text": "fuzzed"}]]}
-SHOWN = 8
+SHOWN = int(__import__("os").environ.get("FUZZ_SHOWN", "8"))
 
 
 class Counted(logging.Handler):

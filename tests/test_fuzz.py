@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.support.agents import scripted_agent
-from tests.support.fuzz import Probe, deliver, judge, probes
+from tests.support.fuzz import V10, Probe, deliver, judge, probes
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.wire import send
 
@@ -70,16 +70,18 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
     root = logging.getLogger()
     root.addHandler(log)
     try:
-        with anyio.from_thread.start_blocking_portal() as portal:
-            with portal.wrap_async_context_manager(
+        with (
+            anyio.from_thread.start_blocking_portal() as portal,
+            portal.wrap_async_context_manager(
                 serve_bridge(make_settings(tmp_path, env))
-            ) as running:
-                client = portal.call(_client)
-                try:
-                    task: dict[str, Any] = portal.call(send, client, running.rpc_url, "seed")
-                    yield Fuzzed(portal, running, client, str(task["id"]), log)
-                finally:
-                    portal.call(client.aclose)
+            ) as running,
+        ):
+            client = portal.call(_client)
+            try:
+                task: dict[str, Any] = portal.call(send, client, running.rpc_url, "seed")
+                yield Fuzzed(portal, running, client, str(task["id"]), log)
+            finally:
+                portal.call(client.aclose)
     finally:
         root.removeHandler(log)
 
@@ -132,3 +134,41 @@ def test_the_server_still_serves_a_normal_request_after_the_fuzz(fuzzed: Fuzzed)
         send, fuzzed.client, fuzzed.running.rpc_url, f"after {uuid.uuid4().hex}"
     )
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+# Requests the larger run (bench/fuzz.py) found answered wrongly, kept as they were sent.
+FOUND = [
+    ("rpc-03-history-length", "POST", "/", {}, b'"historyLength": ' + b"1" + b"0" * 30),
+    ("rpc-10-params-null", "POST", "/", V10, b'"params": null'),
+    ("rest-10-stream-not-utf8", "POST", "/rest/message:stream", V10, b'{"message": "\xff"}'),
+    ("rest-03-send-deep", "POST", "/rest/v1/message:send", {}, b'{"message": ' + b"[" * 5000),
+    ("rest-03-send-empty", "POST", "/rest/v1/message:send", {}, b""),
+    (
+        "rest-10-push-url-number",
+        "POST",
+        "/rest/tasks/TASKID/pushNotificationConfigs",
+        V10,
+        b'{"url": 1e5}',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "path", "headers", "body"), FOUND, ids=[f[0] for f in FOUND]
+)
+def test_what_the_larger_fuzz_found_stays_fixed(
+    fuzzed: Fuzzed, name: str, method: str, path: str, headers: dict[str, str], body: bytes
+) -> None:
+    if path == "/":
+        rpc = "tasks/get" if "03" in name else "GetTask"
+        inner = (
+            body if body.startswith(b'"params"') else b'"params": {"id": "TASKID", ' + body + b"}"
+        )
+        body = b'{"jsonrpc": "2.0", "id": 1, "method": "' + rpc.encode() + b'", ' + inner + b"}"
+    probe = _for_task(
+        Probe(name, "found", method, path, {"Content-Type": "application/json", **headers}, body),
+        fuzzed.task_id,
+    )
+    status, answer, cut = fuzzed.deliver(probe)
+    assert judge(probe, status, answer, stream_cut=cut) is None, answer
+    assert 400 <= status < 500 or b'"error"' in answer

@@ -104,7 +104,7 @@ PUSH = {"url": "https://example.invalid/hook", "token": "t"}
 def operations(task_id: str) -> list[Operation]:
     """Every operation of both versions on both bindings, about task `task_id`."""
     t = task_id
-    rpc10 = [
+    rpc10: list[tuple[str, dict[str, Any], bool]] = [
         ("SendMessage", {"message": _message_10()}, False),
         ("SendStreamingMessage", {"message": _message_10()}, True),
         ("GetTask", {"id": t, "historyLength": 2}, False),
@@ -121,7 +121,7 @@ def operations(task_id: str) -> list[Operation]:
         ("DeleteTaskPushNotificationConfig", {"taskId": t, "id": "c1"}, False),
         ("GetExtendedAgentCard", {}, False),
     ]
-    rpc03 = [
+    rpc03: list[tuple[str, dict[str, Any], bool]] = [
         ("message/send", {"message": _message_03()}, False),
         ("message/stream", {"message": _message_03()}, True),
         ("tasks/get", {"id": t, "historyLength": 2}, False),
