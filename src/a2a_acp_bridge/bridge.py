@@ -61,6 +61,8 @@ from a2a_acp_bridge.errors import (
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
 from a2a_acp_bridge.homes import AdapterHomes, home_environment, seeds_for
 from a2a_acp_bridge.isolation import Isolation
+from a2a_acp_bridge.leftovers import DIRECTORY as LEFTOVERS_DIRECTORY
+from a2a_acp_bridge.leftovers import ProcessBook
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
@@ -136,6 +138,8 @@ class Bridge:
         self._env = self.isolation.environment(
             adapter_environment(source, settings.agent_env_names)
         )
+        # Each adapter's process group on record, for the clean-up after a crash.
+        self.processes = ProcessBook(settings.state_dir / LEFTOVERS_DIRECTORY)
         self.homes = AdapterHomes(
             settings.state_dir,
             seeds=seeds_for(settings.agent.preset, settings.home_seed),
@@ -213,6 +217,11 @@ class Bridge:
     # --- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> Bridge:
+        # Before any adapter of ours runs: what a bridge killed outright left (leftovers.py).
+        try:
+            await self.processes.stop_leftovers()
+        except Exception:
+            logger.exception("the previous bridge's leftovers could not be stopped")
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._spawn(self._reaper, "reaper")
@@ -367,6 +376,7 @@ class Bridge:
             auth_method=settings.auth_method,
             on_step=on_step,
             max_line_bytes=settings.max_line_bytes,
+            records=self.processes,
         )
         try:
             session = await AgentSession.start(spec)
