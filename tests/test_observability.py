@@ -89,6 +89,40 @@ async def test_a_crashing_adapter_is_counted_and_its_task_counted_failed(tmp_pat
     assert sample(text, P + "adapters_live", role="conversation") == 0
 
 
+# Bound on the wait for the bridge to notice an idle adapter's death (it polls every 50 ms).
+DEATH_NOTICED_S = 10.0
+
+
+async def test_an_idle_adapter_that_dies_stops_counting_at_once_not_at_the_next_message(
+    tmp_path: Path,
+) -> None:
+    script = {
+        "turns": [
+            [
+                {"op": "say", "text": "done"},
+                {"op": "after", "delay": 0.2, "steps": [{"op": "crash", "code": 6}]},
+            ]
+        ]
+    }
+    agent = scripted_agent(tmp_path, script)
+    settings = make_settings(tmp_path, {"ACP_AGENT": agent})
+    async with serve_bridge(settings) as bridge, httpx.AsyncClient() as client:
+        task = await send(client, bridge.rpc_url, "go")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        # No message follows: only the adapter's death can bring the count down.
+        text = await scrape(client, bridge.url)
+        live = sample(text, P + "adapters_live", role="conversation")
+        with anyio.move_on_after(DEATH_NOTICED_S):
+            while live:
+                await anyio.sleep(0.05)
+                text = await scrape(client, bridge.url)
+                live = sample(text, P + "adapters_live", role="conversation")
+        ready = (await client.get(bridge.url + "/readyz")).json()
+    assert live == 0
+    assert sample(text, P + "adapter_crashes_total") == 1
+    assert ready["checks"]["capacity"]["live"] == 0
+
+
 async def test_refusals_at_the_door_are_counted_by_reason(tmp_path: Path) -> None:
     token = "observability-token-0123456789"
     settings = make_settings(tmp_path, {"A2A_TOKEN": token})

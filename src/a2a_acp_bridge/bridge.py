@@ -63,6 +63,7 @@ from a2a_acp_bridge.errors import (
 from a2a_acp_bridge.events import Notice, TurnEnd, TurnEvent
 from a2a_acp_bridge.homes import AdapterHomes, home_environment, seeds_for
 from a2a_acp_bridge.isolation import Isolation
+from a2a_acp_bridge.leftovers import ProcessBook, records_directory
 from a2a_acp_bridge.logs import log_ids
 from a2a_acp_bridge.metrics import Metrics
 from a2a_acp_bridge.permissions import Answerer, Decider, answer, decide
@@ -143,6 +144,8 @@ class Bridge:
         self._env = self.isolation.environment(
             adapter_environment(source, settings.agent_env_names)
         )
+        # Each adapter's process group on record, for the clean-up after a crash.
+        self.processes = ProcessBook(records_directory(settings.state_dir))
         self.homes = AdapterHomes(
             settings.state_dir,
             seeds=seeds_for(settings.agent.preset, settings.home_seed),
@@ -234,6 +237,11 @@ class Bridge:
     # --- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> Bridge:
+        # Before any adapter of ours runs: what a bridge killed outright left (leftovers.py).
+        try:
+            await self.processes.stop_leftovers()
+        except Exception:
+            logger.exception("the previous bridge's leftovers could not be stopped")
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._spawn(self._reaper, "reaper")
@@ -389,6 +397,7 @@ class Bridge:
             auth_method=settings.auth_method,
             on_step=on_step,
             max_line_bytes=settings.max_line_bytes,
+            records=self.processes,
         )
         try:
             session = await AgentSession.start(spec)

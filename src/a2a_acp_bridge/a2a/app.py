@@ -38,7 +38,6 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import create_rest_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types.a2a_pb2 import AgentCard
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -50,6 +49,7 @@ from a2a_acp_bridge.a2a.card import build_card
 from a2a_acp_bridge.a2a.compat import Compat03Adapter
 from a2a_acp_bridge.a2a.decisions_endpoint import decisions_endpoint
 from a2a_acp_bridge.a2a.discovery import CARD_PATH, LEGACY_CARD_PATH, CardEndpoint
+from a2a_acp_bridge.a2a.dispatcher import BridgeDispatcher
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.executor import BridgeExecutor
 from a2a_acp_bridge.a2a.gate import Gate
@@ -140,7 +140,8 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     )
     persistence.serve_for(handler)  # replicas: another one's cancel reaches this handler
     context_builder = CallContextBuilder(settings.admin_principals)
-    dispatcher = JsonRpcDispatcher(handler, context_builder=context_builder)
+    # The SDK's dispatcher, answering errors in the bridge's words (a2a/dispatcher.py).
+    dispatcher = BridgeDispatcher(handler, context_builder=context_builder)
     # The SDK's 0.3 adapter, with the bridge's error codes (see a2a/compat.py).
     dispatcher.enable_v0_3_compat = True
     dispatcher._v03_adapter = Compat03Adapter(http_handler=handler, context_builder=context_builder)

@@ -8,6 +8,9 @@
   `task_failure` (a cap reached is REJECTED, a cancel is CANCELED, the agent's failure or a
   sandbox that cannot be made, or a task the state database cannot record, is FAILED with
   what the bridge knows of it).
+- A JSON-RPC error the SDK built from a parser's or an exception's text gets the bridge's
+  own words: `written_rpc_error` (params the schema refused name the field, an internal
+  error says only that it is one; the cause is in the log).
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from a2a.server.jsonrpc_models import InternalError as RpcInternalError
+from a2a.server.jsonrpc_models import JSONParseError, JSONRPCError
 from a2a.types.a2a_pb2 import TaskState
 from a2a.utils.errors import (
     A2AError,
     ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
+    InvalidRequestError,
 )
 
+from a2a_acp_bridge.a2a.bodies import params_problem
 from a2a_acp_bridge.a2a.input import InputProblem
 from a2a_acp_bridge.boundary import relative_text, without_layout
 from a2a_acp_bridge.errors import (
@@ -51,6 +58,29 @@ def request_error(exc: Exception, operation: str) -> A2AError:
         return ContentTypeNotSupportedError(message=str(exc))
     logger.error("request failed unexpectedly", exc_info=exc, extra={"operation": operation})
     return InternalError(message=INTERNAL)
+
+
+NOT_JSON = "The request body is not valid JSON."
+NOT_JSON_RPC = (
+    'Invalid JSON-RPC request: send one object with `jsonrpc` "2.0", a string `method` '
+    "and an `id` that is a string, a number or null."
+)
+
+
+def written_rpc_error(error: A2AError | JSONRPCError) -> A2AError | JSONRPCError:
+    """`error` as the caller may see it: nothing of a parser's or an exception's text."""
+    data = error.data if isinstance(error.data, dict) else {}
+    parser_text = data.get("parseError")
+    if isinstance(error, InvalidParamsError) and parser_text is not None:
+        return InvalidParamsError(message=params_problem(str(parser_text)))
+    if isinstance(error, InvalidRequestError) and parser_text is not None:
+        return InvalidRequestError(message=NOT_JSON_RPC)
+    if isinstance(error, JSONParseError):
+        return JSONParseError(message=NOT_JSON)
+    if isinstance(error, RpcInternalError | InternalError) and error.message != INTERNAL:
+        # The SDK's own catch-all: its message is the exception's text; the log has it.
+        return RpcInternalError(message=INTERNAL)
+    return error
 
 
 def task_failure(

@@ -12,6 +12,12 @@ the SDK's routes (JSON-RPC at `rpc_path`, HTTP+JSON elsewhere):
 - A message with more than `max_parts` parts (A2A_MAX_PARTS) is refused before the SDK
   turns the JSON into objects, which for 200,000 tiny parts held the event loop for
   seconds: JSON-RPC -32602, or HTTP 400 (INVALID_ARGUMENT).
+- A JSON-typed body of a state-changing request must be JSON the bridge reads
+  (bodies.py: UTF-8, no NaN, at most MAX_DEPTH levels, no repeated key, no endless
+  number): else JSON-RPC -32700 or -32600, or HTTP 400, in the bridge's words, before
+  the SDK's decoder (whose exceptions' text it would answer) sees it. An HTTP+JSON error
+  the SDK wrote from its parser's text (`Failed to parse message field: ...`) gets the
+  bridge's sentence naming the field instead.
 - `?A2A-Version=...` in the query string stands for the header (the spec allows either).
 - An HTTP+JSON response is labelled with the JSON media type the client asked for: the
   first of `application/a2a+json` and `application/json` its `Accept` names, else the
@@ -31,9 +37,15 @@ disconnect.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
+
+from a2a_acp_bridge.a2a.bodies import PARSE, check_body, params_problem
+from a2a_acp_bridge.a2a.failures import NOT_JSON
+
+logger = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,9 +59,13 @@ PLAIN_JSON = b"application/json"
 ERROR_DOMAIN = "a2a-protocol.org"
 CONTENT_TYPE_NOT_SUPPORTED = -32005
 INVALID_PARAMS = -32602
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
 STATE_CHANGING = ("POST", "PUT", "PATCH")
 # HTTP+JSON operations posted without changing anything (SubscribeToTask).
 READ_ONLY_SUFFIXES = (":subscribe",)
+# How the protobuf JSON parser's messages begin (the SDK answers them as they are).
+PARSER_PREFIXES = ("Failed to parse", "Failed to load JSON", "Message type ")
 # ErrorInfo reasons and the error names A2A 0.3 HTTP+JSON clients expect.
 LEGACY_ERROR_NAMES = {
     "TASK_NOT_FOUND": "TaskNotFoundError",
@@ -104,25 +120,11 @@ class Gate:
         _version_from_query(scope, headers)
 
         json_typed = content_type is not None and is_json_media_type(content_type)
-        if method in STATE_CHANGING and json_typed and self.max_parts is not None:
+        if method in STATE_CHANGING and json_typed:
             body = await _read_body(receive)
-            refusal = _too_many_parts(body, self.max_parts)
+            refusal = _refusal(body, binding, self.max_parts)
             if refusal is not None:
-                if binding == "jsonrpc":
-                    await _reply(
-                        send,
-                        200,
-                        _jsonrpc_error(
-                            INVALID_PARAMS,
-                            refusal,
-                            "INVALID_PARAMS",
-                            request_id=_request_id(body),
-                        ),
-                    )
-                else:
-                    await _reply(
-                        send, 400, _rest_error(400, "INVALID_ARGUMENT", refusal, "INVALID_PARAMS")
-                    )
+                await _reply(send, 200 if binding == "jsonrpc" else 400, refusal)
                 return
             receive = _replay(body, receive)
         elif method in STATE_CHANGING and not json_typed:
@@ -137,7 +139,7 @@ class Gate:
                         f"Content-Type {shown!r} is not supported: send the JSON-RPC request "
                         "as application/json",
                         "CONTENT_TYPE_NOT_SUPPORTED",
-                        request_id=_request_id(body),
+                        request_id=_request_id(_json_or_none(body)),
                     ),
                 )
                 return
@@ -160,7 +162,30 @@ class Gate:
             send = _labelled(send, headers, content_type)
             if "/v1/" in scope["path"]:
                 send = _legacy_errors(send)
+            send = _written_errors(send)
         await self.app(scope, receive, send)
+
+
+def _refusal(body: bytes, binding: str, max_parts: int | None) -> bytes | None:
+    """The error answer for a JSON-typed body the SDK must not see, or None."""
+    if binding == "rest" and not body.strip():
+        return None  # cancel and subscribe need no body; the SDK answers the others
+    parsed, problem = check_body(body)
+    if problem is not None:
+        logger.info("request body refused", extra={"binding": binding, "problem": problem.message})
+        if binding == "jsonrpc":
+            code = PARSE_ERROR if problem.kind == PARSE else INVALID_REQUEST
+            reason = "PARSE_ERROR" if problem.kind == PARSE else "INVALID_REQUEST"
+            return _jsonrpc_error(code, problem.message, reason, request_id=None)
+        return _rest_error(400, "INVALID_ARGUMENT", problem.message, "INVALID_REQUEST")
+    many = _too_many_parts(parsed, max_parts) if max_parts is not None else None
+    if many is None:
+        return None
+    if binding == "jsonrpc":
+        return _jsonrpc_error(
+            INVALID_PARAMS, many, "INVALID_PARAMS", request_id=_request_id(parsed)
+        )
+    return _rest_error(400, "INVALID_ARGUMENT", many, "INVALID_PARAMS")
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
@@ -215,13 +240,9 @@ def _may_post_untyped(
     return not from_page
 
 
-def _too_many_parts(body: bytes, max_parts: int) -> str | None:
-    """Why the message in `body` has too many parts, or None. Only a JSON-RPC request's or
-    an HTTP+JSON body's `message` is looked at; what is not JSON is left to the SDK."""
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+def _too_many_parts(parsed: Any, max_parts: int) -> str | None:
+    """Why the message in the parsed body has too many parts, or None. Only a JSON-RPC
+    request's or an HTTP+JSON body's `message` is looked at."""
     for request in parsed if isinstance(parsed, list) else [parsed]:
         if not isinstance(request, dict):
             continue
@@ -313,6 +334,52 @@ def _legacy_errors(send: Send) -> Send:
     return amend
 
 
+def _written_errors(send: Send) -> Send:
+    """An HTTP+JSON error the SDK wrote from its parser's text gets the bridge's words."""
+    held: Message | None = None
+    chunks: list[bytes] = []
+
+    async def rewrite(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and 400 <= message.get("status", 200) < 500:
+            held = message
+            return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(chunks)
+        try:
+            parsed = json.loads(body)
+            error = parsed["error"]
+            text = str(error["message"])
+        except (ValueError, KeyError, TypeError):
+            text = ""
+        if text.startswith(PARSER_PREFIXES):
+            error["message"] = (
+                NOT_JSON if text.startswith("Failed to load JSON") else params_problem(text)
+            )
+            for detail in error.get("details", []):
+                if isinstance(detail, dict) and isinstance(detail.get("metadata"), dict):
+                    detail["metadata"] = {}
+            body = json.dumps(parsed).encode()
+        held["headers"] = [
+            (key, str(len(body)).encode() if key.lower() == b"content-length" else value)
+            for key, value in held.get("headers", [])
+        ]
+        await send(held)
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return rewrite
+
+
+def _json_or_none(body: bytes) -> Any:
+    parsed, _problem = check_body(body)
+    return parsed
+
+
 def _error_info(reason: str) -> dict[str, Any]:
     return {
         "@type": "type.googleapis.com/google.rpc.ErrorInfo",
@@ -322,12 +389,8 @@ def _error_info(reason: str) -> dict[str, Any]:
     }
 
 
-def _request_id(body: bytes) -> str | int | None:
-    """The JSON-RPC id of a body that happens to be JSON, so the error can echo it."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
+def _request_id(parsed: Any) -> str | int | None:
+    """The JSON-RPC id of a parsed body, so the error can echo it."""
     request_id = parsed.get("id") if isinstance(parsed, dict) else None
     if isinstance(request_id, str | int) and not isinstance(request_id, bool):
         return request_id

@@ -106,8 +106,9 @@ class Rest03Adapter(REST03Adapter):
     ) -> EventSourceResponse:
         try:
             await request.body()
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise InvalidRequestError(message=f"Failed to read the request body: {exc}") from exc
+        except (ValueError, RuntimeError, OSError):
+            # The exception's text is not the caller's business (the client went away).
+            raise InvalidRequestError(message="The request body could not be read.") from None
         call_context = self._context_builder.build(request)
         stream = aiter(method(request, call_context))
         # The first event decides: a refusal raises here and becomes an error response.

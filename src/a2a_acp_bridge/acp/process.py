@@ -16,6 +16,12 @@ leaks grandchildren, never reads stderr and trims the environment. Here:
 - `stop` closes stdin, waits, then signals the group and every process of the adapter's
   session (TERM, then KILL), and also every descendant that left both (a `setsid`
   daemon), including ones whose parent died first: the watchdog remembers them;
+- the child asks the kernel to SIGKILL it when the bridge dies (PR_SET_PDEATHSIG, set
+  between fork and exec), so a bridge killed outright does not leave its adapters
+  running. The kernel ties this to the *thread* that forked, so spawn is called from the
+  event loop's thread, which lives as long as the bridge. It does not reach what the
+  adapter starts (the flag is cleared on fork): the record of each adapter's group
+  (leftovers.py, `records`) lets the next start stop those;
 - with isolation on, the child confines itself (Landlock, `isolation.Confined`) between
   fork and exec, so the adapter's first instruction already runs confined; a child that
   cannot confine itself never execs the adapter.
@@ -26,16 +32,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import ctypes
 import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -70,6 +78,38 @@ TERM_GRACE_S = 2.0
 KILL_WAIT_S = 2.0
 # Once the tree is gone, how long the stderr pump gets to read what is left in the pipe.
 STDERR_SETTLE_S = 0.5
+
+# prctl(2): the signal the child gets when its parent thread dies.
+PR_SET_PDEATHSIG = 1
+# libc, loaded before any fork: the child only calls it.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+class SpawnRecords(Protocol):
+    """Where the adapters' process groups are recorded (leftovers.ProcessBook)."""
+
+    @property
+    def environment(self) -> dict[str, str]: ...
+
+    def written(self, pid: int, start: str, label: str) -> None: ...
+
+    def forget(self, pid: int) -> None: ...
+
+
+def die_with_parent(parent: int, then: Callable[[], None] | None = None) -> Callable[[], None]:
+    """The child's set-up between fork and exec: SIGKILL when the bridge's thread dies
+    (and at once if the bridge died before the call), then `then` (the confinement)."""
+
+    def setup() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGKILL)
+        if then is not None:
+            then()
+
+    return setup
+
 
 # Environment variables handed to adapters when set, by exact name or by prefix. Anything
 # else (cloud credentials, tokens of other tools, the bridge's own settings) stays out;
@@ -171,9 +211,12 @@ def _shorten(line: str, limit: int = STDERR_LINE_CHARS) -> str:
 class AdapterProcess:
     """One running adapter and the tasks that watch it."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, label: str) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, label: str, records: SpawnRecords | None = None
+    ) -> None:
         self.proc = proc
         self.label = label
+        self._records = records
         self.stderr_tail = StderrTail()
         self.exited = asyncio.Event()
         self.stderr_closed = asyncio.Event()
@@ -189,6 +232,11 @@ class AdapterProcess:
         self.exited_on_its_own = False
         entry = _read_entry(proc.pid)
         self._start_time = entry.start if entry is not None else None
+
+    @property
+    def start_time(self) -> str | None:
+        """The start time of /proc/<pid>/stat (clock ticks since boot): tells a reused pid."""
+        return self._start_time
 
     @property
     def pid(self) -> int:
@@ -329,6 +377,8 @@ class AdapterProcess:
             try:
                 await self._stop(grace, term_grace)
             finally:
+                if self._records is not None:
+                    self._records.forget(self.pid)
                 self._stopped.set()
 
     async def _stop(self, grace: float, term_grace: float) -> None:
@@ -438,10 +488,13 @@ async def spawn(
     env: Mapping[str, str],
     label: str,
     confined: Confined | None = None,
+    records: SpawnRecords | None = None,
 ) -> AdapterProcess:
     """Start the adapter in its own session and process group, with pipes on all three
-    streams, confined when `confined` says how. Shielded: a cancel during the spawn must
-    not leave a process nobody owns."""
+    streams, confined when `confined` says how, dying with the bridge, recorded in
+    `records` (with the marker in its environment). Shielded: a cancel during the spawn
+    must not leave a process nobody owns."""
+    environment = {**env, **(records.environment if records is not None else {})}
     with anyio.CancelScope(shield=True):
         try:
             with (
@@ -453,10 +506,10 @@ async def spawn(
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
                     cwd=str(cwd),
-                    env=dict(env),
+                    env=environment,
                     start_new_session=True,
                     limit=STDOUT_LINE_LIMIT,
-                    preexec_fn=preexec,
+                    preexec_fn=die_with_parent(os.getpid(), preexec),
                 )
         except LandlockError as exc:
             raise AdapterStartError(f"cannot confine {label}: {exc}") from None
@@ -474,7 +527,9 @@ async def spawn(
             ) from None
         except OSError as exc:
             raise AdapterStartError(f"cannot start {label}: {exc.strerror}") from None
-        process = AdapterProcess(proc, label)
+        process = AdapterProcess(proc, label, records)
+        if records is not None:
+            records.written(proc.pid, process.start_time or "", label)
         process._start_watchers()
     logger.info(
         "adapter spawned",

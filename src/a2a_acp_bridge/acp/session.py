@@ -41,7 +41,7 @@ from a2a_acp_bridge.acp.client import (
     mode_option,
     mode_values,
 )
-from a2a_acp_bridge.acp.process import AdapterProcess, spawn
+from a2a_acp_bridge.acp.process import AdapterProcess, SpawnRecords, spawn
 from a2a_acp_bridge.acp.prompt import to_content_blocks
 from a2a_acp_bridge.acp.transport import DEFAULT_MAX_LINE_BYTES, StdioTransport
 from a2a_acp_bridge.adapters import READ_ONLY_MODES, is_unsupervised_mode, profile_for
@@ -108,6 +108,8 @@ class SessionSpec:
     # The operator's environment, for where a login is stored (`env` has the conversation's
     # own HOME, into which those files are copied).
     login_env: Mapping[str, str] | None = None
+    # Where the adapter's process group is recorded, for the clean-up after a crash.
+    records: SpawnRecords | None = None
 
 
 class AgentSession:
@@ -182,6 +184,7 @@ class AgentSession:
             env=spec.env,
             label=spec.label,
             confined=spec.confined,
+            records=spec.records,
         )
         session = cls(process, spec)
         session._step("spawn", f"pid {process.pid}; its environment: {', '.join(sorted(spec.env))}")

@@ -1,0 +1,324 @@
+"""What a bridge killed with SIGKILL left running: each adapter's process group on record,
+and the stop of what a previous instance left alive.
+
+A bridge that is killed outright (`kill -9`, the OOM killer) cannot stop its adapters.
+The kernel kills each adapter with it (PR_SET_PDEATHSIG, acp/process.py), but not what
+the adapter started: the agent's commands stay in the adapter's process group and session,
+re-parented to PID 1. So the bridge keeps, for every adapter it runs, a record in
+`<ACP_STATE_DIR>/processes/<host name>/` (one directory per machine or container: replicas
+sharing a state directory never judge each other's process ids): one small file per
+adapter naming its process group (the adapter's pid), the adapter's start time (field 22 of /proc/<pid>/stat, clock ticks since
+boot), the marker the bridge put in its environment, and the bridge's own pid and start
+time. At start, before any adapter runs, `ProcessBook.stop_leftovers` reads every record
+whose bridge is gone and stops what is left of it: SIGTERM, then SIGKILL after
+LEFTOVER_TERM_GRACE_S, and logs what it stopped.
+
+Why files and not the state database: the state writer batches its writes (state_writer.py),
+so a record still queued when the bridge is killed would be lost with it; a file written
+with one `write` and renamed into place (`os.replace`) is in the kernel's page cache the
+moment the call returns, whatever happens to the process after, and is never seen half
+written. (A machine crash loses nothing worth stopping: every process is gone then.) The
+window between fork and the record is covered by PR_SET_PDEATHSIG, set before exec.
+
+What is stopped is decided by `leftover_processes`, which never touches a process that is
+not certainly the adapter's:
+
+- the recorded pid lives with the recorded start time: the adapter itself survived (no
+  PDEATHSIG: another OS, a setuid adapter). Its group and session are its own, so every
+  member of them is stopped;
+- the recorded pid lives with another start time: the pid was reused; nothing is touched;
+- the adapter is gone: Linux gives no new process the pid while a group or session of
+  that id has a member, so members of that group or session are the adapter's children,
+  unless the whole group died and the pid was reused and left since. So a member is
+  stopped only if it started after the adapter and carries the bridge's marker in its
+  environment (/proc/<pid>/environ); one that does not is left alone and logged.
+
+Not covered: a process that left both the group and the session (`setsid`, a daemon) and
+also dropped the marker from its environment; processes of another user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+logger = logging.getLogger(__name__)
+
+DIRECTORY = "processes"
+
+
+def records_directory(state_dir: Path) -> Path:
+    """Where this machine's (or container's) records go: pids mean nothing elsewhere."""
+    return state_dir / DIRECTORY / (socket.gethostname() or "localhost")
+
+
+# The environment variable every adapter (and so, normally, its descendants) carries.
+MARKER_NAME = "A2A_ACP_BRIDGE_RUN"
+# After SIGTERM, how long what a previous bridge left gets before SIGKILL.
+LEFTOVER_TERM_GRACE_S = 2.0
+# After SIGKILL, how long the kernel gets to take them away.
+LEFTOVER_KILL_WAIT_S = 2.0
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """One adapter as recorded: its pid (= its process group and session id), its start
+    time, the marker in its environment, and the bridge that ran it."""
+
+    pid: int
+    start: str
+    marker: str
+    label: str
+    bridge_pid: int
+    bridge_start: str
+
+
+@dataclass(frozen=True)
+class Member:
+    """A process as the stop decision needs it."""
+
+    pid: int
+    pgid: int
+    sid: int
+    start: str
+    state: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with a record: the processes to stop, those left alone, and why."""
+
+    stop: tuple[tuple[int, str], ...]
+    spared: tuple[int, ...]
+    reason: str
+
+
+def leftover_processes(
+    record: ProcessRecord,
+    table: Mapping[int, Member],
+    marked: Callable[[int], bool],
+) -> Decision:
+    """Which processes of `record`'s adapter are left (pure but for `marked`, which says
+    whether a process carries the record's marker)."""
+    leader = table.get(record.pid)
+    members = [
+        entry
+        for entry in table.values()
+        if (entry.pgid == record.pid or entry.sid == record.pid) and entry.state not in ("Z", "X")
+    ]
+    if leader is not None and leader.state not in ("Z", "X"):
+        if leader.start != record.start:
+            return Decision((), (), "the pid was reused by another process")
+        return Decision(
+            tuple((entry.pid, entry.start) for entry in members), (), "the adapter survived"
+        )
+    stop: list[tuple[int, str]] = []
+    spared: list[int] = []
+    for entry in members:
+        if int(entry.start) >= int(record.start) and marked(entry.pid):
+            stop.append((entry.pid, entry.start))
+        else:
+            spared.append(entry.pid)
+    return Decision(tuple(stop), tuple(spared), "the adapter's processes outlived it")
+
+
+class ProcessBook:
+    """The records of the adapters this bridge runs (`directory`: ACP_STATE_DIR/processes)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.marker = secrets.token_hex(16)
+        me = read_member(os.getpid())
+        self._me = (os.getpid(), me.start if me is not None else "")
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What every adapter's environment gets."""
+        return {MARKER_NAME: self.marker}
+
+    def written(self, pid: int, start: str, label: str) -> None:
+        """Record a running adapter (atomically: one write, then a rename)."""
+        record = {
+            "pid": pid,
+            "start": start,
+            "marker": self.marker,
+            "label": label,
+            "bridge_pid": self._me[0],
+            "bridge_start": self._me[1],
+        }
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            final = self.directory / f"{pid}.json"
+            partial = self.directory / f".{pid}.json.partial"
+            partial.write_text(json.dumps(record))
+            os.replace(partial, final)
+        except OSError as exc:
+            # The adapter runs anyway: only a crash's clean-up is lost (PDEATHSIG remains).
+            logger.warning(
+                "the adapter's process record could not be written",
+                extra={"pid": pid, "error": exc.strerror or str(exc)},
+            )
+
+    def forget(self, pid: int) -> None:
+        """The adapter and its tree are stopped: its record goes."""
+        with contextlib.suppress(OSError):
+            (self.directory / f"{pid}.json").unlink()
+
+    def records(self) -> list[tuple[Path, ProcessRecord | None]]:
+        """Every record file and what it says (None: unreadable)."""
+        try:
+            paths = sorted(self.directory.glob("*.json"))
+        except OSError:
+            return []
+        return [(path, _read_record(path)) for path in paths]
+
+    async def stop_leftovers(self) -> int:
+        """Stop what previous bridges left running; returns how many processes got a signal."""
+        stopped = 0
+        for partial in _glob(self.directory, ".*.partial"):
+            with contextlib.suppress(OSError):
+                partial.unlink()
+        for path, record in self.records():
+            if record is None:
+                logger.warning(
+                    "an unreadable process record was removed", extra={"path": str(path)}
+                )
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                continue
+            if _alive(record.bridge_pid, record.bridge_start):
+                continue  # a bridge still running on this state directory (doctor, a test)
+            decision = leftover_processes(record, process_table(), _marked(record.marker))
+            if decision.stop:
+                await _terminate(decision.stop)
+                stopped += len(decision.stop)
+                logger.warning(
+                    "stopped what a previous bridge left running",
+                    extra={
+                        "agent": record.label,
+                        "adapter_pid": record.pid,
+                        "processes": sorted(pid for pid, _start in decision.stop),
+                        "why": decision.reason,
+                    },
+                )
+            if decision.spared:
+                logger.warning(
+                    "left running: not certainly a previous bridge's adapter",
+                    extra={"adapter_pid": record.pid, "processes": list(decision.spared)},
+                )
+            if not decision.stop and not decision.spared and decision.reason.startswith("the pid"):
+                logger.info(
+                    "a process record names a reused pid: nothing was touched",
+                    extra={"adapter_pid": record.pid},
+                )
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return stopped
+
+
+async def _terminate(processes: Iterable[tuple[int, str]]) -> None:
+    wanted = list(processes)
+    _signal(wanted, signal.SIGTERM)
+    with anyio.move_on_after(LEFTOVER_TERM_GRACE_S):
+        while _living(wanted):  # noqa: ASYNC110 - no event tells of another's process
+            await anyio.sleep(POLL_S)
+    with anyio.move_on_after(LEFTOVER_KILL_WAIT_S):
+        while left := _living(wanted):
+            _signal(left, signal.SIGKILL)
+            await anyio.sleep(POLL_S)
+
+
+def _signal(processes: Iterable[tuple[int, str]], sig: signal.Signals) -> None:
+    for pid, start in processes:
+        # Checked again just before: a process that ended meanwhile may have a successor.
+        if _alive(pid, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def _living(processes: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    return [(pid, start) for pid, start in processes if _alive(pid, start)]
+
+
+def _alive(pid: int, start: str) -> bool:
+    entry = read_member(pid)
+    return entry is not None and entry.start == start and entry.state not in ("Z", "X")
+
+
+def _marked(marker: str) -> Callable[[int], bool]:
+    needle = f"{MARKER_NAME}={marker}".encode()
+
+    def marked(pid: int) -> bool:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return False
+        return needle in environ.split(b"\0")
+
+    return marked
+
+
+def _glob(directory: Path, pattern: str) -> list[Path]:
+    try:
+        return list(directory.glob(pattern))
+    except OSError:
+        return []
+
+
+def _read_record(path: Path) -> ProcessRecord | None:
+    try:
+        raw = json.loads(path.read_text())
+        return ProcessRecord(
+            pid=int(raw["pid"]),
+            start=str(raw["start"]),
+            marker=str(raw["marker"]),
+            label=str(raw.get("label", "")),
+            bridge_pid=int(raw["bridge_pid"]),
+            bridge_start=str(raw["bridge_start"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_member(pid: int) -> Member | None:
+    """The process `pid` from /proc/<pid>/stat, or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # The command name is in parentheses and may itself contain spaces or parentheses.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 20:
+        return None
+    return Member(
+        pid=pid,
+        pgid=int(fields[2]),
+        sid=int(fields[3]),
+        start=fields[19].decode(),
+        state=fields[0].decode(),
+    )
+
+
+def process_table() -> dict[int, Member]:
+    found: dict[int, Member] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if name.isdigit():
+            entry = read_member(int(name))
+            if entry is not None:
+                found[entry.pid] = entry
+    return found

@@ -1,0 +1,233 @@
+"""Orphans after a crash: real bridge processes, real process groups, real signals.
+
+A bridge killed with SIGKILL takes its adapters with it (PR_SET_PDEATHSIG), and the next
+bridge on the same state directory stops what the adapters had started (their process
+group is on record in ACP_STATE_DIR/processes). A record whose pid now names another
+process (the start time differs) is left alone, and so is a member of a dead adapter's
+group that does not carry the bridge's marker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from a2a_acp_bridge.leftovers import (
+    MARKER_NAME,
+    Decision,
+    Member,
+    ProcessRecord,
+    leftover_processes,
+    read_member,
+    records_directory,
+)
+from tests.support.agents import AGENTS_DIR, agent_io, logged_agent
+from tests.support.bridge_process import BridgeProcess
+from tests.support.procs import Proc, events, wait_for_event
+from tests.support.server import make_settings, serve_bridge
+from tests.support.wire import send
+
+pytestmark = pytest.mark.anyio
+
+# How long a test waits for a process to be gone (the next start's SIGTERM grace is 2 s).
+GONE_WITHIN_S = 15.0
+SLEEP_S = "300"
+
+
+def environment(tmp_path: Path, agent: str) -> dict[str, str]:
+    return {
+        "ACP_AGENT": agent,
+        "ACP_SANDBOX_DIR": str(tmp_path / "sandboxes"),
+        "ACP_STATE_DIR": str(tmp_path / "state"),
+        "ACP_ISOLATION_WRITE": str(agent_io(tmp_path)),
+        "ACP_ISOLATION_READ": str(AGENTS_DIR),
+    }
+
+
+async def gone(proc: Proc, within_s: float = GONE_WITHIN_S) -> bool:
+    with anyio.move_on_after(within_s):
+        while proc.alive():  # noqa: ASYNC110 - nothing signals another process's end
+            await anyio.sleep(0.05)
+    return not proc.alive()
+
+
+@contextlib.contextmanager
+def reaped(*procs: subprocess.Popen[bytes]) -> Iterator[None]:
+    """End the test's own processes whatever happens (by pid, each still ours)."""
+    try:
+        yield
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+
+
+async def test_a_sigkilled_bridge_takes_its_adapter_along_and_the_next_start_stops_its_command(
+    tmp_path: Path,
+) -> None:
+    # An adapter that keeps running once stdin closes (codex-acp did): only PDEATHSIG ends it.
+    script = {
+        "ignore_eof": True,
+        "turns": [[{"op": "child", "seconds": int(SLEEP_S)}, {"op": "say", "text": "on"}]],
+    }
+    agent, log = logged_agent(tmp_path, script)
+    first = BridgeProcess(tmp_path, environment(tmp_path, agent), name="first")
+    second = BridgeProcess(tmp_path, environment(tmp_path, agent), name="second")
+    try:
+        await first.start()
+        async with httpx.AsyncClient(timeout=30) as client:
+            task = await send(client, first.rpc_url, "start your command")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        await wait_for_event(log, "child")
+        adapter = next(Proc(e["pid"], e["start"], "start") for e in events(log, "start"))
+        command = next(Proc(e["pid"], e["start"], "child") for e in events(log, "child"))
+        records = list((records_directory(tmp_path / "state")).glob("*.json"))
+        assert [json.loads(r.read_text())["pid"] for r in records] == [adapter.pid]
+
+        await first.stop(signal.SIGKILL)
+        # The kernel kills the adapter with the bridge; its command is not reached.
+        assert await gone(adapter), "the adapter outlived the SIGKILLed bridge"
+        assert command.alive()
+
+        await second.start()
+        assert await gone(command), "the next start did not stop the command left running"
+        stopped = second.events("stopped what a previous bridge left running")
+        assert [entry["processes"] for entry in stopped] == [[command.pid]]
+        assert list((records_directory(tmp_path / "state")).glob("*.json")) == []
+    finally:
+        first.close()
+        second.close()
+
+
+def _start_group(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["sleep", SLEEP_S],
+        env=env,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def _write_record(directory: Path, pid: int, start: str, marker: str = "m" * 32) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{pid}.json"
+    # The bridge that wrote it is gone: pid 0 is never a process.
+    record = {"pid": pid, "start": start, "marker": marker, "label": "test"}
+    path.write_text(json.dumps({**record, "bridge_pid": 0, "bridge_start": "0"}))
+    return path
+
+
+def _start_of(pid: int) -> str:
+    member = read_member(pid)
+    assert member is not None
+    return member.start
+
+
+async def test_the_next_start_stops_a_recorded_group_that_outlived_and_spares_a_reused_pid(
+    tmp_path: Path,
+) -> None:
+    marker = "a" * 32
+    env = {**os.environ, MARKER_NAME: marker}
+    survivor = _start_group(env)  # an adapter PDEATHSIG could not reach
+    stranger = _start_group(dict(os.environ))  # holds a recorded pid, not the recorded process
+    with reaped(survivor, stranger):
+        directory = records_directory(tmp_path / "state")
+        _write_record(directory, survivor.pid, _start_of(survivor.pid), marker)
+        # The stranger's pid, recorded with another start time: a pid reused since.
+        reused_start = str(int(_start_of(stranger.pid)) - 1)
+        _write_record(directory, stranger.pid, reused_start, marker)
+        settings = make_settings(tmp_path, {"ACP_STATE_DIR": str(tmp_path / "state")})
+        async with serve_bridge(settings):
+            pass
+        assert await gone(Proc(survivor.pid, _start_of_or(survivor), "survivor"))
+        assert survivor.wait(timeout=10) == -signal.SIGTERM
+        assert stranger.poll() is None, "a process holding a reused pid was signalled"
+        assert list(directory.glob("*.json")) == []
+
+
+def _start_of_or(proc: subprocess.Popen[bytes]) -> str:
+    member = read_member(proc.pid)
+    return member.start if member is not None else "gone"
+
+
+async def test_a_dead_adapter_s_group_is_stopped_only_where_it_carries_the_marker(
+    tmp_path: Path,
+) -> None:
+    marker = "b" * 32
+    # A shell that leads its group, starts two sleeps (one without the marker), then exits
+    # when its stdin closes: the adapter gone, its group's members left.
+    leader = subprocess.Popen(  # noqa: ASYNC220 - its pipes are read at once, line by line
+        [
+            "sh",
+            "-c",
+            f"sleep {SLEEP_S} & echo $!; env -u {MARKER_NAME} sleep {SLEEP_S} & echo $!; read x",
+        ],
+        env={**os.environ, MARKER_NAME: marker},
+        start_new_session=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert leader.stdout is not None
+    assert leader.stdin is not None
+    marked_pid = int(leader.stdout.readline())
+    unmarked_pid = int(leader.stdout.readline())
+    leader_start = _start_of(leader.pid)
+    marked = Proc(marked_pid, _start_of(marked_pid), "marked")
+    unmarked = Proc(unmarked_pid, _start_of(unmarked_pid), "unmarked")
+    try:
+        leader.stdin.close()
+        leader.wait(timeout=10)
+        directory = records_directory(tmp_path / "state")
+        _write_record(directory, leader.pid, leader_start, marker)
+        settings = make_settings(tmp_path, {"ACP_STATE_DIR": str(tmp_path / "state")})
+        async with serve_bridge(settings):
+            pass
+        assert await gone(marked)
+        assert unmarked.alive(), "a process without the bridge's marker was signalled"
+    finally:
+        leader.stdout.close()
+        for proc in (marked, unmarked):
+            if proc.alive():
+                os.kill(proc.pid, signal.SIGKILL)
+
+
+def _member(pid: int, pgid: int, start: str, state: str = "S") -> Member:
+    return Member(pid=pid, pgid=pgid, sid=pgid, start=start, state=state)
+
+
+def test_the_stop_decision_never_names_a_process_that_is_not_certainly_the_adapter_s() -> None:
+    record = ProcessRecord(
+        pid=100, start="5000", marker="m", label="x", bridge_pid=1, bridge_start="1"
+    )
+    ours = {101, 102}
+
+    def marked(pid: int) -> bool:
+        return pid in ours
+
+    alive = {100: _member(100, 100, "5000"), 101: _member(101, 100, "5001")}
+    assert leftover_processes(record, alive, marked).stop == ((100, "5000"), (101, "5001"))
+    reused = {100: _member(100, 100, "9000"), 101: _member(101, 100, "9001")}
+    assert leftover_processes(record, reused, marked) == Decision(
+        (), (), "the pid was reused by another process"
+    )
+    orphans = {
+        101: _member(101, 100, "5001"),
+        102: _member(102, 100, "4000"),  # started before the adapter: not its child
+        103: _member(103, 100, "5002"),  # no marker
+        104: _member(104, 100, "5003", state="Z"),
+        200: _member(200, 200, "5004"),
+    }
+    decision = leftover_processes(record, orphans, marked)
+    assert decision.stop == ((101, "5001"),)
+    assert sorted(decision.spared) == [102, 103]
