@@ -7,8 +7,8 @@ the adapter started: the agent's commands stay in the adapter's process group an
 re-parented to PID 1. So the bridge keeps, for every adapter it runs, a record in
 `<ACP_STATE_DIR>/processes/<host name>/` (one directory per machine or container: replicas
 sharing a state directory never judge each other's process ids): one small file per
-adapter naming its process group (the adapter's pid), the adapter's start time (field 22 of /proc/<pid>/stat, clock ticks since
-boot), the marker the bridge put in its environment, and the bridge's own pid and start
+adapter naming its process group (the adapter's pid), the adapter's start time (field 22
+of /proc/<pid>/stat, clock ticks since boot), the marker the bridge put in its environment, and the bridge's own pid and start
 time. At start, before any adapter runs, `ProcessBook.stop_leftovers` reads every record
 whose bridge is gone and stops what is left of it: SIGTERM, then SIGKILL after
 LEFTOVER_TERM_GRACE_S, and logs what it stopped.
