@@ -1,17 +1,17 @@
 """What a bridge killed with SIGKILL left running: each adapter's process group on record,
 and the stop of what a previous instance left alive.
 
-A bridge that is killed outright (`kill -9`, the OOM killer) cannot stop its adapters.
-The kernel kills each adapter with it (PR_SET_PDEATHSIG, acp/process.py), but not what
-the adapter started: the agent's commands stay in the adapter's process group and session,
+A bridge that is killed outright (`kill -9`, the OOM killer) cannot stop its adapters. The
+kernel kills each adapter with it (PR_SET_PDEATHSIG, acp/process.py), but not what the
+adapter started: the agent's commands stay in the adapter's process group and session,
 re-parented to PID 1. So the bridge keeps, for every adapter it runs, a record in
 `<ACP_STATE_DIR>/processes/<host name>/` (one directory per machine or container: replicas
-sharing a state directory never judge each other's process ids): one small file per
-adapter naming its process group (the adapter's pid), the adapter's start time (field 22
-of /proc/<pid>/stat, clock ticks since boot), the marker the bridge put in its environment, and the bridge's own pid and start
-time. At start, before any adapter runs, `ProcessBook.stop_leftovers` reads every record
-whose bridge is gone and stops what is left of it: SIGTERM, then SIGKILL after
-LEFTOVER_TERM_GRACE_S, and logs what it stopped.
+sharing a state directory never judge each other's process ids): one small file per adapter
+naming its process group (the adapter's pid), the adapter's start time (field 22 of
+/proc/<pid>/stat, clock ticks since boot), the marker the bridge put in its environment, and
+the bridge's own pid and start time. At start, before any adapter runs,
+`ProcessBook.stop_leftovers` reads every record whose bridge is gone and stops what is left
+of it: SIGTERM, then SIGKILL after LEFTOVER_TERM_GRACE_S, and logs what it stopped.
 
 Why files and not the state database: the state writer batches its writes (state_writer.py),
 so a record still queued when the bridge is killed would be lost with it; a file written
