@@ -298,50 +298,15 @@ def _labelled(send: Send, headers: list[tuple[bytes, bytes]], content_type: byte
     return relabel
 
 
-def _legacy_errors(send: Send) -> Send:
-    """Add the 0.3 `type` and `message` members to an HTTP+JSON error body."""
-    held: Message | None = None
-    chunks: list[bytes] = []
-
-    async def amend(message: Message) -> None:
-        nonlocal held
-        if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
-            held = message
-            return
-        if held is None or message["type"] != "http.response.body":
-            await send(message)
-            return
-        chunks.append(message.get("body", b""))
-        if message.get("more_body", False):
-            return
-        body = b"".join(chunks)
-        try:
-            parsed = json.loads(body)
-            error = parsed["error"]
-            reason = error["details"][0]["reason"]
-            parsed.setdefault("type", LEGACY_ERROR_NAMES.get(reason, "InternalError"))
-            parsed.setdefault("message", error.get("message", ""))
-            body = json.dumps(parsed).encode()
-        except (ValueError, KeyError, IndexError, TypeError):
-            pass
-        held["headers"] = [
-            (key, str(len(body)).encode() if key.lower() == b"content-length" else value)
-            for key, value in held.get("headers", [])
-        ]
-        await send(held)
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-
-    return amend
-
-
-def _written_errors(send: Send) -> Send:
-    """An HTTP+JSON error the SDK wrote from its parser's text gets the bridge's words."""
+def _error_bodies(send: Send, statuses: range, amend: Callable[[bytes], bytes]) -> Send:
+    """`send`, with the body of each response whose status is in `statuses` gathered whole,
+    passed through `amend` and sent again with its Content-Length set to match."""
     held: Message | None = None
     chunks: list[bytes] = []
 
     async def rewrite(message: Message) -> None:
         nonlocal held
-        if message["type"] == "http.response.start" and 400 <= message.get("status", 200) < 500:
+        if message["type"] == "http.response.start" and message.get("status", 200) in statuses:
             held = message
             return
         if held is None or message["type"] != "http.response.body":
@@ -350,21 +315,7 @@ def _written_errors(send: Send) -> Send:
         chunks.append(message.get("body", b""))
         if message.get("more_body", False):
             return
-        body = b"".join(chunks)
-        try:
-            parsed = json.loads(body)
-            error = parsed["error"]
-            text = str(error["message"])
-        except (ValueError, KeyError, TypeError):
-            text = ""
-        if text.startswith(PARSER_PREFIXES):
-            error["message"] = (
-                NOT_JSON if text.startswith("Failed to load JSON") else params_problem(text)
-            )
-            for detail in error.get("details", []):
-                if isinstance(detail, dict) and isinstance(detail.get("metadata"), dict):
-                    detail["metadata"] = {}
-            body = json.dumps(parsed).encode()
+        body = amend(b"".join(chunks))
         held["headers"] = [
             (key, str(len(body)).encode() if key.lower() == b"content-length" else value)
             for key, value in held.get("headers", [])
@@ -373,6 +324,46 @@ def _written_errors(send: Send) -> Send:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
     return rewrite
+
+
+def _legacy_errors(send: Send) -> Send:
+    """Add the 0.3 `type` and `message` members to an HTTP+JSON error body."""
+
+    def amend(body: bytes) -> bytes:
+        try:
+            parsed = json.loads(body)
+            error = parsed["error"]
+            reason = error["details"][0]["reason"]
+            parsed.setdefault("type", LEGACY_ERROR_NAMES.get(reason, "InternalError"))
+            parsed.setdefault("message", error.get("message", ""))
+        except (ValueError, KeyError, IndexError, TypeError):
+            return body
+        return json.dumps(parsed).encode()
+
+    return _error_bodies(send, range(400, 600), amend)
+
+
+def _written_errors(send: Send) -> Send:
+    """An HTTP+JSON error the SDK wrote from its parser's text gets the bridge's words."""
+
+    def amend(body: bytes) -> bytes:
+        try:
+            parsed = json.loads(body)
+            error = parsed["error"]
+            text = str(error["message"])
+        except (ValueError, KeyError, TypeError):
+            return body
+        if not text.startswith(PARSER_PREFIXES):
+            return body
+        error["message"] = (
+            NOT_JSON if text.startswith("Failed to load JSON") else params_problem(text)
+        )
+        for detail in error.get("details", []):
+            if isinstance(detail, dict) and isinstance(detail.get("metadata"), dict):
+                detail["metadata"] = {}
+        return json.dumps(parsed).encode()
+
+    return _error_bodies(send, range(400, 500), amend)
 
 
 def _json_or_none(body: bytes) -> Any:
