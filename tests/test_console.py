@@ -167,7 +167,7 @@ async def test_a_cookie_without_the_right_csrf_token_or_from_another_origin_is_r
 async def test_the_bearer_header_decides_without_a_cookie(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level("INFO", logger="a2a_acp_bridge.console")
+    caplog.set_level("INFO", logger="a2a_acp_bridge.decision")
     async with serve_console(tmp_path) as bridge, httpx.AsyncClient(base_url=bridge.url) as c:
         q = question()
         bridge.park(q)

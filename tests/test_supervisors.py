@@ -163,7 +163,7 @@ async def test_the_metrics_count_each_supervisors_answers_and_latency(tmp_path: 
 async def test_one_log_line_per_answer_names_the_principal_never_the_secret(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level("INFO", logger="a2a_acp_bridge.supervisor_webhook")
+    caplog.set_level("INFO", logger="a2a_acp_bridge.decision")
     async with serve_supervisor(signed({"decision": "deny", "reason": "no"})) as hook:
         await WebhookSupervisor(hook.url, SECRET).ask(question(principal="alice"))
     lines = [r for r in caplog.records if r.getMessage() == "supervisor answered"]

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import anyio
 
-from a2a_acp_bridge.decision import Answer, Question
+from a2a_acp_bridge.decision import Answer, Question, log_answer
 
 logger = logging.getLogger(__name__)
 
@@ -170,18 +170,4 @@ class ConsoleSupervisor:
         cause = None if how == "decided" else ("timeout" if how == "expired" else "cancelled")
         if self._on_outcome is not None:
             self._on_outcome(verdict, elapsed, cause)
-        logger.info(
-            "supervisor answered",
-            extra={
-                "supervisor": self.name,
-                "question": question.id,
-                "principal": question.principal,
-                "task_id": question.task_id,
-                "context_id": question.context_id,
-                "kind": question.kind,
-                "verdict": verdict,
-                "cause": cause,
-                "latency_ms": round(elapsed * 1000, 1),
-                "by": waiting.by or None,
-            },
-        )
+        log_answer(self.name, question, verdict, cause, elapsed, by=waiting.by or None)

@@ -12,8 +12,11 @@ the end, with defaults.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+logger = logging.getLogger(__name__)
 
 # The most of a diff a question carries (bytes of UTF-8); the rest is cut, and says so.
 DIFF_LIMIT_BYTES = 64 * 1024
@@ -65,3 +68,30 @@ class Supervisor(Protocol):
     name: str
 
     async def ask(self, question: Question) -> Answer: ...
+
+
+def log_answer(
+    supervisor: str,
+    question: Question,
+    verdict: str,
+    cause: str | None,
+    elapsed_s: float,
+    **more: Any,
+) -> None:
+    """The one log line of a supervisor's answer (the principal's name, never a token or a
+    secret)."""
+    logger.info(
+        "supervisor answered",
+        extra={
+            "supervisor": supervisor,
+            "question": question.id,
+            "principal": question.principal,
+            "task_id": question.task_id,
+            "context_id": question.context_id,
+            "kind": question.kind,
+            "verdict": verdict,
+            "cause": cause,
+            "latency_ms": round(elapsed_s * 1000, 1),
+            **more,
+        },
+    )

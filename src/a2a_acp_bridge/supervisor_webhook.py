@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import httpx
 
-from a2a_acp_bridge.decision import DIFF_LIMIT_BYTES, Answer, Question
+from a2a_acp_bridge.decision import DIFF_LIMIT_BYTES, Answer, Question, log_answer
 
 logger = logging.getLogger(__name__)
 
@@ -311,20 +311,7 @@ class WebhookSupervisor:
         verdict = result.verdict if isinstance(result, Answer) else "deny"
         if self._on_outcome is not None:
             self._on_outcome(verdict, elapsed, cause)
-        logger.info(
-            "supervisor answered",
-            extra={
-                "supervisor": "webhook",
-                "question": question.id,
-                "principal": question.principal,
-                "task_id": question.task_id,
-                "context_id": question.context_id,
-                "kind": question.kind,
-                "verdict": verdict,
-                "cause": cause,
-                "latency_ms": round(elapsed * 1000, 1),
-            },
-        )
+        log_answer("webhook", question, verdict, cause, elapsed)
         return result
 
     async def _exchange(self, question: Question) -> Answer | Failure:
