@@ -26,6 +26,7 @@ from a2a_acp_bridge.a2a.orphans import REPLICA_STOPPED
 from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import RunningBridge, make_settings, serve_bridge
+from tests.support.tasks import start_sleeping
 from tests.support.wire import rpc, send, state_of, stream, user_message
 
 pytestmark = pytest.mark.anyio
@@ -54,22 +55,6 @@ async def replicas(
             )
             started.append(await stack.enter_async_context(serve_bridge(settings)))
         yield started
-
-
-async def start_sleeping(client: httpx.AsyncClient, bridge: RunningBridge) -> dict[str, Any]:
-    reply = await rpc(
-        client,
-        bridge.rpc_url,
-        "SendMessage",
-        {"message": user_message("sleep 600"), "configuration": {"returnImmediately": True}},
-    )
-    task: dict[str, Any] = reply["result"]["task"]
-    with anyio.fail_after(PROMPT_SEEN_S):
-        while True:
-            root = bridge.bridge.root_of(task["contextId"])
-            if root is not None and any(root.glob(".demo-agent/*.jsonl")):
-                return task
-            await anyio.sleep(0.02)  # polled: the agent's transcript, another process's file
 
 
 async def state_on(client: httpx.AsyncClient, url: str, task_id: str) -> str:

@@ -16,20 +16,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
 from a2a_acp_bridge.sweep import SweepReport
 from tests.support.postgres import StateBackend
 from tests.support.server import RunningBridge, make_settings, serve_bridge
-from tests.support.wire import answer_text, error_code, rpc, send, user_message
+from tests.support.tasks import start_sleeping
+from tests.support.wire import answer_text, error_code, rpc, send
 
 pytestmark = pytest.mark.anyio
 
 HOUR_NS = 3600 * 10**9
-# How long a test waits for the agent to have received a prompt.
-PROMPT_SEEN_S = 30.0
 
 
 async def sweep(bridge: RunningBridge, hours_ahead: float) -> SweepReport:
@@ -44,23 +42,6 @@ async def sweep(bridge: RunningBridge, hours_ahead: float) -> SweepReport:
 def rows(tmp_path: Path, query: str) -> list[tuple[Any, ...]]:
     with sqlite3.connect(tmp_path / ".a2a-acp-bridge" / "state.db") as db:
         return db.execute(query).fetchall()
-
-
-async def start_sleeping(client: httpx.AsyncClient, bridge: RunningBridge) -> dict[str, Any]:
-    """A task that runs until cancelled, once the agent has its prompt."""
-    reply = await rpc(
-        client,
-        bridge.rpc_url,
-        "SendMessage",
-        {"message": user_message("sleep 600"), "configuration": {"returnImmediately": True}},
-    )
-    task: dict[str, Any] = reply["result"]["task"]
-    with anyio.fail_after(PROMPT_SEEN_S):
-        while True:
-            root = bridge.bridge.root_of(task["contextId"])
-            if root is not None and any(root.glob(".demo-agent/*.jsonl")):
-                return task
-            await anyio.sleep(0.02)  # polled: the agent's transcript, another process's file
 
 
 async def test_finished_tasks_older_than_the_ttl_are_deleted_with_their_push_configs(

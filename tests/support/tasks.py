@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import httpx
 
+from tests.support.server import RunningBridge
 from tests.support.wire import TERMINAL, rpc, state_of, status_text, stream, user_message
 
 # Bound on any wait for a task to reach a state in these tests.
@@ -108,3 +109,20 @@ async def get_task(client: httpx.AsyncClient, url: str, task_id: str) -> dict[st
     assert "result" in reply, reply
     task: dict[str, Any] = reply["result"]
     return task
+
+
+async def start_sleeping(client: httpx.AsyncClient, bridge: RunningBridge) -> dict[str, Any]:
+    """A demo-agent task that runs until cancelled, once the agent has its prompt."""
+    reply = await rpc(
+        client,
+        bridge.rpc_url,
+        "SendMessage",
+        {"message": user_message("sleep 600"), "configuration": {"returnImmediately": True}},
+    )
+    task: dict[str, Any] = reply["result"]["task"]
+    with anyio.fail_after(TASK_WAIT_S):
+        while True:
+            root = bridge.bridge.root_of(task["contextId"])
+            if root is not None and any(root.glob(".demo-agent/*.jsonl")):
+                return task
+            await anyio.sleep(0.02)  # polled: the agent's transcript, another process's file
