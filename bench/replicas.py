@@ -17,20 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+import served  # noqa: E402
 from bridge_client import send_streaming  # noqa: E402
 from measure import median, percentile  # noqa: E402
 from stream_agent import expected_text  # noqa: E402
@@ -39,7 +37,6 @@ from tests.support.postgres import PostgresCluster, postgres_binaries  # noqa: E
 PYTHON = sys.executable
 STREAM_AGENT = f"{PYTHON} {HERE / 'stream_agent.py'}"
 OUT = HERE / "out"
-START_TIMEOUT_S = 60.0
 PUSH_KEY = "a" * 43 + "="
 
 
@@ -63,26 +60,10 @@ class Replica:
         command = [PYTHON, "-m", "a2a_acp_bridge", "serve", "--port", str(self.port)]
         if agent:
             command += ["--agent", agent]
-        self.proc = subprocess.Popen(
-            command, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1).read()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("a replica did not start") from None
-                time.sleep(0.05)
+        self.proc = served.serve(command, workdir, env, self.port)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        served.stop(self.proc)
 
 
 def start(cluster: PostgresCluster, scratch: Path, count: int, agent: str | None) -> list[Replica]:

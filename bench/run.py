@@ -19,19 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import served  # noqa: E402
 from bridge_client import send_streaming  # noqa: E402
 from measure import cpu_seconds, descendants, median, percentile, rss_mib  # noqa: E402
 from stream_agent import expected_text  # noqa: E402
@@ -41,7 +40,6 @@ PYTHON = sys.executable
 DIRECT_PYTHON = os.environ.get("BENCH_DIRECT_PYTHON", sys.executable)
 AGENT = f"{PYTHON} {HERE / 'stream_agent.py'}"
 OUT = HERE / "out"
-START_TIMEOUT_S = 60.0
 
 
 class Bridge:
@@ -60,32 +58,22 @@ class Bridge:
             "LOG_LEVEL": "WARNING",
             "ACP_SANDBOX_DIR": str(Path(self.scratch.name) / "sandboxes"),
         }
-        self.proc = subprocess.Popen(
-            [PYTHON, "-m", "a2a_acp_bridge", "serve", "--agent", AGENT, "--port", str(self.port)],
-            cwd=self.scratch.name,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1).read()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the bridge did not start") from None
-                time.sleep(0.05)
+        command = [
+            PYTHON,
+            "-m",
+            "a2a_acp_bridge",
+            "serve",
+            "--agent",
+            AGENT,
+            "--port",
+            str(self.port),
+        ]
+        self.proc = served.serve(command, self.scratch.name, env, self.port)
         # Let the warm pool fill before measuring.
         time.sleep(1.0 if pool else 0.1)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        served.stop(self.proc)
         self.scratch.cleanup()
 
     def cpu(self) -> float:
