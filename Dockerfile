@@ -68,7 +68,7 @@ RUN if [ -n "$ADAPTERS" ]; then \
 # each conversation's own HOME (/data/homes, where sessions persist) and the state database
 # (tasks, push configs, conversations) survive restarts.
 RUN useradd --uid 10001 --user-group --home-dir /data/home --no-create-home --shell /usr/sbin/nologin bridge \
- && mkdir -p /data/home /data/sandboxes /data/state && chmod 700 /data/state \
+ && mkdir -p /data/home /data/sandboxes \
  && chown -R bridge:bridge /data
 VOLUME ["/data"]
 WORKDIR /data
