@@ -25,6 +25,9 @@ from tests.support.wire import rpc, send
 
 pytestmark = pytest.mark.anyio
 
+# The server's socket in its directory (the default port).
+SOCKET = ".s.PGSQL.5432"
+
 
 def described(conn: Connection) -> dict[str, object]:
     found = inspect(conn)
@@ -100,6 +103,53 @@ async def test_a_server_out_of_reach_is_refused_at_start_naming_the_database_not
     assert "PostgreSQL database bridge_state" in message
     assert "cannot be reached" in message
     assert "s3cret-pw" not in message
+
+
+async def test_a_server_that_comes_up_after_the_bridge_is_waited_for(
+    tmp_path: Path,
+    postgres: PostgresCluster,
+    postgres_database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A socket directory the server "arrives" in a second later: compose starts the
+    # replicas beside their database, which takes seconds to accept connections.
+    late = tmp_path / "late"
+    late.mkdir()
+    url = f"postgresql+asyncpg://bridge@/{postgres_database}?host={late}"
+    database = StateDatabase(tmp_path / "state", url, wait_s=30.0)
+
+    async def arrive() -> None:
+        await anyio.sleep(1.0)
+        (late / SOCKET).symlink_to(postgres.socket_dir / SOCKET)
+
+    with caplog.at_level("INFO", logger="a2a_acp_bridge.state"):
+        async with anyio.create_task_group() as group:
+            group.start_soon(arrive)
+            await database.open()
+    await database.close()
+    events = [r.getMessage() for r in caplog.records]
+    assert events.count("waiting for the state database") == 1  # once, not per attempt
+    assert "the state database answered" in events
+
+
+async def test_a_server_that_answers_and_refuses_is_not_waited_for(
+    tmp_path: Path, postgres: PostgresCluster
+) -> None:
+    url = postgres.url("no_such_database")
+    started = anyio.current_time()
+    with pytest.raises(StateError) as refused:
+        await StateDatabase(tmp_path / "state", url, wait_s=30.0).open()
+    assert anyio.current_time() - started < 10.0  # at once: waiting would not help
+    assert "waited" not in str(refused.value)
+
+
+async def test_a_server_still_out_of_reach_after_the_wait_is_refused_saying_so(
+    tmp_path: Path,
+) -> None:
+    url = f"postgresql+asyncpg://bridge@/bridge_state?host={tmp_path}"
+    with pytest.raises(StateError) as refused:
+        await StateDatabase(tmp_path / "state", url, wait_s=1.0).open()
+    assert "cannot be reached (waited 1 s)" in str(refused.value)
 
 
 def test_the_url_must_be_postgresql_and_is_never_echoed(tmp_path: Path) -> None:

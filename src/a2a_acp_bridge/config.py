@@ -704,6 +704,13 @@ class Settings:
         "`ACP_STATE_DIR`",
         shown="the SQLite file in `ACP_STATE_DIR`",
     )
+    database_wait_s: float = setting(
+        "A2A_DATABASE_WAIT_MS",
+        Duration(minimum_ms=0),
+        "60000",
+        "with `A2A_DATABASE_URL`: at start, how long to wait for a database server that cannot "
+        "be reached yet (started beside the bridge) before refusing to start",
+    )
     lease_ttl_s: float = setting(
         "A2A_LEASE_TTL_MS",
         Duration(minimum_ms=1000),

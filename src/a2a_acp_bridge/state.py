@@ -18,7 +18,9 @@ PostgreSQL over `asyncpg` instead, shared by every replica (docs/scaling.md): th
 schema, migrations and writer; no file to check and no lock file (several replicas share
 the database by design), but the migration takes a PostgreSQL advisory lock, so replicas
 started together upgrade it once, one after the other. The directory still holds the
-push key file and the adapters' homes.
+push key file and the adapters' homes. A server that cannot be reached yet (started beside
+the bridge, as compose starts them) is waited for, up to `A2A_DATABASE_WAIT_MS`; one that
+answers and refuses (a wrong password, no such database) is refused at once.
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from a2a_acp_bridge.errors import StateError
 from a2a_acp_bridge.schema import SCHEMA_VERSION, migrate, migrate_refusal, schema_version
-from a2a_acp_bridge.state_writer import StateHealth, StateWriter, describe_failure, untorn
+from a2a_acp_bridge.state_writer import (
+    UNREACHABLE,
+    StateHealth,
+    StateWriter,
+    describe_failure,
+    untorn,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +67,8 @@ PAGE_SIZE = 16384
 # is bounded even when the server stops answering: a connection is used shielded).
 PG_CONNECT_S = 10.0
 PG_COMMAND_S = 30.0
+# While waiting for a server that cannot be reached yet: how often to try again.
+PG_RETRY_S = 0.5
 # The advisory lock the migration holds (any fixed number: "a2a-acp-bridge schema").
 PG_MIGRATION_LOCK = 0x2A2AAC9B
 
@@ -66,11 +76,13 @@ PG_MIGRATION_LOCK = 0x2A2AAC9B
 class StateDatabase:
     """The state directory's database. `await open()` at start, then `async with` it."""
 
-    def __init__(self, directory: Path, url: str | None = None) -> None:
+    def __init__(self, directory: Path, url: str | None = None, *, wait_s: float = 0.0) -> None:
         self.directory = directory
         self.path = directory / DATABASE_FILE
         # A PostgreSQL URL (config.DatabaseUrl), else the SQLite file at `path`.
         self.url = url
+        # PostgreSQL: how long `open` waits for a server it cannot reach yet.
+        self.wait_s = wait_s
         self.health = StateHealth()
         self._engine: AsyncEngine | None = None
         self._writer: StateWriter | None = None
@@ -145,27 +157,51 @@ class StateDatabase:
             pool_pre_ping=True,
             connect_args={"timeout": PG_CONNECT_S, "command_timeout": PG_COMMAND_S},
         )
-        try:
-            with untorn():
-                async with engine.begin() as conn:
-                    # Replicas started together: one migrates, the others wait and find it done.
-                    await conn.execute(
-                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK}
+        started = anyio.current_time()
+        waiting = False
+        while True:
+            try:
+                found, version = await self._migrate_shared(engine)
+                break
+            except StateError:
+                await engine.dispose()
+                raise
+            except (SQLAlchemyError, OSError) as exc:
+                reason = describe_failure(exc, "postgresql")
+                if reason != UNREACHABLE or anyio.current_time() - started >= self.wait_s:
+                    await engine.dispose()
+                    waited = f" (waited {self.wait_s:g} s)" if waiting else ""
+                    raise StateError(
+                        f"the state database ({self.where}) cannot be used: {reason}{waited}"
+                    ) from None
+                if not waiting:
+                    waiting = True
+                    logger.warning(
+                        "waiting for the state database",
+                        extra={"database": self.where, "error": reason, "up_to_s": self.wait_s},
                     )
-                    found, version = await conn.run_sync(migrate)
-        except StateError:
-            await engine.dispose()
-            raise
-        except (SQLAlchemyError, OSError) as exc:
-            await engine.dispose()
-            raise StateError(
-                f"the state database ({self.where}) cannot be used: "
-                f"{describe_failure(exc, 'postgresql')}"
-            ) from None
+            # Polled: a server that is not there yet has nothing to wake a waiter with.
+            await anyio.sleep(PG_RETRY_S)
+        if waiting:
+            logger.info(
+                "the state database answered",
+                extra={"after_s": round(anyio.current_time() - started, 1)},
+            )
         self._engine = engine
         self._writer = StateWriter(engine, self.health)
         self.migrated_from = found if found != version else None
         self._opened(found, version)
+
+    @staticmethod
+    async def _migrate_shared(engine: AsyncEngine) -> tuple[int, int]:
+        with untorn():
+            async with engine.begin() as conn:
+                # Replicas started together: one migrates, the others wait and find it done.
+                await conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK}
+                )
+                found, version = await conn.run_sync(migrate)
+        return found, version
 
     def _opened(self, found: int, version: int) -> None:
         logger.info(

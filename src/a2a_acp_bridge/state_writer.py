@@ -119,14 +119,16 @@ class StateHealth:
         self.since = None
 
 
+# The words for a PostgreSQL server that does not answer (the start waits for it: state.py).
+UNREACHABLE = "the database server cannot be reached"
 # PostgreSQL's error classes (SQLSTATE), as the same few words.
 _PG_CAUSES = (
     ("53100", "the disk is full"),
     ("25006", "it is read-only"),
     ("55P03", "it is locked by another process"),
     ("40P01", "it is locked by another process"),
-    ("08", "the database server cannot be reached"),
-    ("57P", "the database server cannot be reached"),
+    ("08", UNREACHABLE),
+    ("57P", UNREACHABLE),
     ("53", "the database server is out of resources"),
     ("XX001", "it is damaged"),
 )
@@ -153,7 +155,7 @@ def describe_failure(exc: BaseException, dialect: str = "sqlite") -> str:
         or type(original).__name__ in ("InterfaceError", "ConnectionDoesNotExistError")
     ):
         # A socket that refuses, a server gone: asyncpg reports it as an OS error.
-        return "the database server cannot be reached"
+        return UNREACHABLE
     name = str(getattr(original, "sqlite_errorname", "") or "")
     text = str(original).lower()
     if name == "SQLITE_FULL" or "disk is full" in text or "no space" in text:

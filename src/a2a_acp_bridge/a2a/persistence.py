@@ -54,7 +54,9 @@ class Persistence:
         self.task_store = task_store
         self.push_configs = push_configs
         self.push = push
-        self.database = StateDatabase(settings.state_dir, settings.database_url)
+        self.database = StateDatabase(
+            settings.state_dir, settings.database_url, wait_s=settings.database_wait_s
+        )
         self.book = ConversationBook(self.database)
         # The decision ledger (ledger.py): the chain writes to it once the database runs.
         self.ledger = DecisionLedger(
