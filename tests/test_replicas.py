@@ -329,11 +329,12 @@ async def test_a_conversation_s_messages_sent_round_robin_all_run_on_its_one_ada
     assert positions == sorted(positions)
 
 
-async def live_reported(dsn: str, expected: list[int]) -> None:
-    """Until the replicas' heartbeats report these adapter counts (sorted)."""
+async def live_reported(dsn: str, expected: list[int], column: str = "live") -> None:
+    """Until the replicas' heartbeats report these adapter counts (sorted): live adapters,
+    or with `column="busy"` those in a turn."""
     while True:
-        rows = await fetch_rows(dsn, "select live from replicas")
-        if sorted(int(live) for (live,) in rows) == expected:
+        rows = await fetch_rows(dsn, f"select {column} from replicas")
+        if sorted(int(count) for (count,) in rows) == expected:
             return
         await anyio.sleep(0.05)  # polled: the heartbeats, written every TTL / 3
 
@@ -371,6 +372,37 @@ async def test_a_full_replica_passes_a_new_conversation_to_one_with_room_and_rej
         assert refused["status"]["state"] == "TASK_STATE_REJECTED"
         for task in busy:
             assert await state_on(client, running[0].rpc_url, task["id"]) == "TASK_STATE_WORKING"
+
+
+async def test_a_replica_whose_adapters_are_all_idle_has_room_for_another_s_new_conversation(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    # Full of live adapters is not full: an idle one gives way to a new conversation, there
+    # as here, so placement counts the busy ones.
+    url = postgres.url(postgres_database)
+    dsn = postgres.dsn(postgres_database)
+    env = {
+        "ACP_MAX_SESSIONS": "1",
+        "ACP_ADMISSION_TIMEOUT_MS": "0",
+        "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
+    }
+    async with (
+        replicas(tmp_path, url, 3, env) as (receiver, idle, busy),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        sleeping = [await start_sleeping(client, busy)]
+        finished = await send(client, idle.rpc_url, "think and then rest")
+        sleeping.append(await start_sleeping(client, receiver))
+        with anyio.fail_after(STATE_SEEN_S):
+            await live_reported(dsn, [1, 1, 1])
+            await live_reported(dsn, [0, 1, 1], column="busy")
+        placed = await send(client, receiver.rpc_url, "think placed where one was idle")
+        assert placed["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert idle.bridge.root_of(placed["contextId"]) is not None
+        assert receiver.bridge.root_of(placed["contextId"]) is None
+        assert finished["status"]["state"] == "TASK_STATE_COMPLETED"
+        for task in sleeping:
+            assert await state_on(client, busy.rpc_url, task["id"]) == "TASK_STATE_WORKING"
 
 
 async def let_idle_go(replica: RunningBridge) -> None:

@@ -302,6 +302,10 @@ class Bridge:
         count = sum(1 for c in self._conversations.values() if c.session is not None)
         return count + len(self.pool)
 
+    def adapter_load(self) -> tuple[int, int]:
+        """(live adapters, conversations in a turn or waiting for one): a replica's heartbeat."""
+        return self.live_adapters, sum(1 for c in self._conversations.values() if c.busy)
+
     @property
     def accepting(self) -> bool:
         """Started and not shutting down."""

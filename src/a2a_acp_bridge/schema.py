@@ -76,9 +76,10 @@ replicas = Table(
     Column("id", String(64), primary_key=True),
     Column("started_ns", BigInteger, nullable=False),
     Column("heartbeat_ns", BigInteger, nullable=False),
-    # Its adapters running and ACP_MAX_SESSIONS, as of its last heartbeat.
+    # Its adapters running, those of them busy, and ACP_MAX_SESSIONS, as of its last heartbeat.
     Column("live", BigInteger, nullable=False, default=0),
     Column("capacity", BigInteger, nullable=False, default=0),
+    Column("busy", BigInteger, nullable=False, default=0),
 )
 
 # With A2A_DATABASE_URL: every event of a running task, in order (`n` from 1), so a replica
@@ -330,6 +331,11 @@ def _v5(conn: Connection) -> None:
         )
 
 
+def _v6(conn: Connection) -> None:
+    # Replicas from before report it with their next heartbeat.
+    conn.exec_driver_sql("ALTER TABLE replicas ADD COLUMN busy BIGINT NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
@@ -338,6 +344,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         5, "replicas: who is alive, which runs each task and conversation, tasks' events", _v5
     ),
+    Migration(6, "replicas: how many of each replica's adapters are busy", _v6),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

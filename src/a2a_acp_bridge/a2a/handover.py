@@ -104,8 +104,9 @@ class Handover:
 
         The replica running its conversation, if another one does; else, when this one has
         no room for a new adapter (`ACP_MAX_SESSIONS`), the least loaded replica with room
-        (their heartbeats say how loaded). With room nowhere it runs here, and waits for a
-        slot or is REJECTED as on one machine. A message handed over is never passed on."""
+        (their heartbeats say how many of their adapters are busy: an idle one gives way).
+        With room nowhere it runs here, and waits for a slot or is REJECTED as on one
+        machine. A message handed over is never passed on."""
         if context.state.get(HANDED_STATE):
             return None
         # Leases and sandboxes are the bridge's conversation key: (principal, contextId).
@@ -119,10 +120,11 @@ class Handover:
         async with self.database.connect() as conn:
             now = await database_now_ns(conn)
             alive = await self.membership.alive(conn, now)
+        # Room: fewer busy adapters than ACP_MAX_SESSIONS (an idle one gives way).
         with_room = sorted(
-            (live / capacity, replica)
-            for replica, live, capacity in alive
-            if replica != self.membership.id and capacity > 0 and live < capacity
+            (busy / capacity, replica)
+            for replica, busy, capacity in alive
+            if replica != self.membership.id and capacity > 0 and busy < capacity
         )
         if not with_room:
             return None

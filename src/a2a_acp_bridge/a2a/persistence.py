@@ -181,7 +181,7 @@ class Persistence:
         membership, reaper = self.membership, self.reaper
         if membership is not None and reaper is not None:
             self.bridge.run_in_background(
-                lambda: membership.run(lambda: self.bridge.live_adapters), "heartbeat"
+                lambda: membership.run(self.bridge.adapter_load), "heartbeat"
             )
             self.bridge.run_in_background(lambda: reaper.run(self.notify), "orphans")
         if self.signals is not None:

@@ -53,7 +53,10 @@ class Membership:
         self.ttl_s = ttl_s
         self.capacity = capacity
         self.id = replica_id()
+        # Its adapters running, and those of them in a turn (the others, idle or warm, give
+        # way to a new conversation: only the busy ones make a replica full).
         self.live = 0
+        self.busy = 0
 
     @property
     def ttl_ns(self) -> int:
@@ -68,6 +71,7 @@ class Membership:
                     started_ns=now,
                     heartbeat_ns=now,
                     live=self.live,
+                    busy=self.busy,
                     capacity=self.capacity,
                 )
             )
@@ -79,7 +83,7 @@ class Membership:
             renewed = await conn.execute(
                 update(replicas)
                 .where(replicas.c.id == self.id)
-                .values(heartbeat_ns=now, live=self.live, capacity=self.capacity)
+                .values(heartbeat_ns=now, live=self.live, busy=self.busy, capacity=self.capacity)
             )
             # The conversations whose adapter runs here stay here (cluster/leases.py).
             await conn.execute(
@@ -100,14 +104,16 @@ class Membership:
                         started_ns=now,
                         heartbeat_ns=now,
                         live=self.live,
+                        busy=self.busy,
                         capacity=self.capacity,
                     )
                 )
 
-    async def run(self, load: Callable[[], int]) -> None:
-        """Renew the heartbeat until cancelled; a failure is logged and retried soon."""
+    async def run(self, load: Callable[[], tuple[int, int]]) -> None:
+        """Renew the heartbeat until cancelled, reporting `load()` (live, busy); a failure
+        is logged and retried soon."""
         while True:
-            self.live = load()
+            self.live, self.busy = load()
             try:
                 await self.beat()
                 pause = self.ttl_s / HEARTBEATS_PER_TTL
@@ -132,9 +138,9 @@ class Membership:
             )
 
     async def alive(self, conn: AsyncConnection, now_ns: int) -> list[tuple[str, int, int]]:
-        """The replicas alive at `now_ns` (database clock): (id, live, capacity)."""
+        """The replicas alive at `now_ns` (database clock): (id, busy, capacity)."""
         rows = await conn.execute(
-            select(replicas.c.id, replicas.c.live, replicas.c.capacity).where(
+            select(replicas.c.id, replicas.c.busy, replicas.c.capacity).where(
                 replicas.c.heartbeat_ns >= now_ns - self.ttl_ns
             )
         )
