@@ -1,11 +1,11 @@
-"""The deployment files (compose.yaml, deploy/compose/Caddyfile, deploy/k8s/) agree with the
-bridge they deploy: every variable they set is one the bridge reads, the replicas share one
-volume where the image keeps its state and sandboxes, and the balancer and the Service reach
-the port the image serves on.
+"""The deployment files (compose.yaml, deploy/compose/, deploy/k8s/) agree with the bridge
+they deploy: every variable they set is one the bridge reads, the replicas share one volume
+where the image keeps its state and sandboxes, and the balancer and the Service reach the
+port the image serves on.
 
-They are not brought up here (their PostgreSQL and Caddy images come from a registry this
-machine cannot reach; tests/test_replicas.py runs three real replicas on a real PostgreSQL
-instead): this reads them as an operator's tools would and checks what a typo would break.
+This reads them as an operator's tools would and checks what a typo would break, for the
+Kubernetes manifests above all (no cluster here). compose.yaml is also brought up for real
+by scripts/compose_check, which runs tests/compose/stack_check.py against its replicas.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def test_compose_sets_only_settings_the_bridge_reads_and_shares_one_volume() -> 
     caddyfile = (ROOT / "deploy" / "compose" / "Caddyfile").read_text()
     assert re.search(r"name bridge\s+port " + dockerfile_env()["PORT"], caddyfile)
     assert "lb_policy round_robin" in caddyfile
+    # A request whose replica has just died is tried on another.
+    assert "lb_try_duration" in caddyfile
     # Streams go through as they are written.
     assert "flush_interval -1" in caddyfile
 
@@ -83,3 +85,24 @@ def test_the_kubernetes_deployment_matches_the_image_and_shares_its_volume() -> 
     service = by_kind[("Service", "a2a-bridge")]
     assert [p["targetPort"] for p in service["spec"]["ports"]] == [port]
     assert deployment["spec"]["replicas"] == 3
+
+
+def test_the_compose_check_changes_only_ports_and_limits() -> None:
+    check = yaml.safe_load((ROOT / "deploy" / "compose" / "check.yaml").read_text())
+    assert set(check["services"]) == {"bridge"}
+    bridge = check["services"]["bridge"]
+    assert set(bridge) == {"ports", "environment"}
+    assert set(bridge["environment"]) == {"ACP_MAX_SESSIONS", "ACP_ADMISSION_TIMEOUT_MS"}
+    # Loopback only, a port of the engine's choosing for each replica.
+    assert bridge["ports"] == ["127.0.0.1::" + dockerfile_env()["PORT"]]
+
+
+def test_the_postgres_stand_in_honours_what_compose_sets() -> None:
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    db = compose["services"]["db"]
+    entrypoint = (ROOT / "deploy" / "compose" / "local" / "postgres" / "entrypoint.sh").read_text()
+    for variable in db["environment"]:
+        assert f"${{{variable}" in entrypoint or f"${variable}" in entrypoint, variable
+    assert "db:/var/lib/postgresql/data" in db["volumes"]
+    dockerfile = (ROOT / "deploy" / "compose" / "local" / "postgres" / "Dockerfile").read_text()
+    assert "PGDATA=/var/lib/postgresql/data" in dockerfile
