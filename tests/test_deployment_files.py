@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import yaml
 
 from a2a_acp_bridge.config import SETTINGS
@@ -106,3 +107,11 @@ def test_the_postgres_stand_in_honours_what_compose_sets() -> None:
     assert "db:/var/lib/postgresql/data" in db["volumes"]
     dockerfile = (ROOT / "deploy" / "compose" / "local" / "postgres" / "Dockerfile").read_text()
     assert "PGDATA=/var/lib/postgresql/data" in dockerfile
+
+
+def test_every_kubernetes_manifest_is_valid_for_the_api_strictly() -> None:
+    # The API's own schemas, shipped with kubernetes-validate: an unknown or misplaced field
+    # (a typo kubectl would reject, or silently drop) fails here.
+    version = kubernetes_validate.latest_version()
+    for document in manifests():
+        kubernetes_validate.validate(document, version, strict=True)
