@@ -6,6 +6,7 @@ PostgreSQL server (tests/support/postgres.py), no mocks."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import anyio
@@ -19,6 +20,7 @@ from a2a_acp_bridge.errors import ConfigError, StateError, StateWriteError
 from a2a_acp_bridge.schema import SCHEMA_VERSION, metadata, tasks
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import Upsert
+from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import rpc, send
@@ -150,6 +152,31 @@ async def test_a_server_still_out_of_reach_after_the_wait_is_refused_saying_so(
     with pytest.raises(StateError) as refused:
         await StateDatabase(tmp_path / "state", url, wait_s=1.0).open()
     assert "cannot be reached (waited 1 s)" in str(refused.value)
+
+
+async def test_a_bridge_waiting_for_its_database_stops_when_told_to(tmp_path: Path) -> None:
+    # compose's `down` or a rolling update while the database is not up yet: a SIGTERM
+    # ends the wait at once instead of after A2A_DATABASE_WAIT_MS.
+    env = {
+        "A2A_DATABASE_URL": f"postgresql+asyncpg://bridge@/bridge_state?host={tmp_path}",
+        "A2A_DATABASE_WAIT_MS": "600000",
+        "A2A_PUSH_KEY": "k" * 43 + "=",
+    }
+    process = BridgeProcess(tmp_path, env)
+    process._spawn()
+    try:
+        with anyio.fail_after(30):
+            while not process.events("waiting for the state database"):
+                assert process.proc is not None
+                assert process.proc.poll() is None, process.log_text()[-2000:]
+                await anyio.sleep(0.05)  # polled: another process's log file
+        stopped = anyio.current_time()
+        assert await process.stop(signal.SIGTERM) == 0
+        assert anyio.current_time() - stopped < 10.0  # not the 600 s of the wait
+        assert process.events("stopped before the state database could be opened")
+        assert process.events("listening") == []
+    finally:
+        process.close()
 
 
 def test_the_url_must_be_postgresql_and_is_never_echoed(tmp_path: Path) -> None:

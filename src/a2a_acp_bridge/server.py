@@ -15,10 +15,11 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 from typing import Any
 
+import anyio
 import uvicorn
 
 try:  # the SSE responses of the a2a-sdk's routes
@@ -42,6 +43,8 @@ SHUTDOWN_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Once running tasks have ended, how long their streams get to deliver the final events
 # before every stream still open (a subscription to an idle task) is ended.
 STREAM_DRAIN_S = 2.0
+# While the start waits (for the state database): how often it looks for a SIGTERM.
+EXIT_POLL_S = 0.1
 
 
 class BridgeServer(uvicorn.Server):
@@ -50,6 +53,8 @@ class BridgeServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Any) -> None:
         super().__init__(config)
         self.app = app
+        # Told to stop (a signal) before it could start: a clean exit, not a failed start.
+        self.stopped_before_start = False
         # No adapter starts before the bridge's own port is known and kept from it.
         app.state.bridge.isolation.expect_ports()
         if SseStatus is not None:
@@ -58,16 +63,44 @@ class BridgeServer(uvicorn.Server):
             # ends the streams itself, once the tasks have.
             SseStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
+    async def _unless_told_to_exit(self, step: Callable[[], Awaitable[None]]) -> bool:
+        """Run `step`, unless a SIGTERM comes first (uvicorn sets `should_exit`): a replica
+        waiting for its database (A2A_DATABASE_WAIT_MS) stops when told to. True: it ran."""
+        done = False
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as group:
+
+            async def run() -> None:
+                nonlocal done, failure
+                try:
+                    await step()
+                    done = True
+                except Exception as exc:  # raised below, as itself, not in a group
+                    failure = exc
+                group.cancel_scope.cancel()
+
+            group.start_soon(run)
+            while not self.should_exit:  # noqa: ASYNC110 - uvicorn's flag, set by a signal
+                await anyio.sleep(EXIT_POLL_S)
+            group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return done
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         # The state directory first: one that cannot be used stops the start with one
         # line saying why, before the port is bound (a2a/persistence.py).
         persistence = getattr(self.app.state, "persistence", None)
         if persistence is not None:
             try:
-                await persistence.open()
+                opened = await self._unless_told_to_exit(persistence.open)
             except StateError as exc:
                 logger.error("the state directory cannot be used", extra={"error": str(exc)})
                 self.should_exit = True
+                return
+            if not opened:
+                logger.info("stopped before the state database could be opened")
+                self.stopped_before_start = True
                 return
         # Same-user processes (an unconfined adapter included) can no longer read this
         # process's /proc entries (environ holds A2A_TOKEN) or ptrace it.
@@ -172,4 +205,4 @@ def make_server(settings: Settings) -> BridgeServer:
 def run_server(settings: Settings) -> int:
     server = make_server(settings)
     server.run()
-    return 0 if server.started else 1
+    return 0 if server.started or server.stopped_before_start else 1

@@ -157,19 +157,29 @@ class StateDatabase:
             pool_pre_ping=True,
             connect_args={"timeout": PG_CONNECT_S, "command_timeout": PG_COMMAND_S},
         )
+        try:
+            found, version = await self._wait_and_migrate(engine)
+        except BaseException:
+            # Refused, or the start cancelled while waiting: no connection is left open.
+            with anyio.CancelScope(shield=True):
+                await engine.dispose()
+            raise
+        self._engine = engine
+        self._writer = StateWriter(engine, self.health)
+        self.migrated_from = found if found != version else None
+        self._opened(found, version)
+
+    async def _wait_and_migrate(self, engine: AsyncEngine) -> tuple[int, int]:
+        """Migrate; a server not reached yet is tried again for up to `wait_s`."""
         started = anyio.current_time()
         waiting = False
         while True:
             try:
                 found, version = await self._migrate_shared(engine)
                 break
-            except StateError:
-                await engine.dispose()
-                raise
             except (SQLAlchemyError, OSError) as exc:
                 reason = describe_failure(exc, "postgresql")
                 if reason != UNREACHABLE or anyio.current_time() - started >= self.wait_s:
-                    await engine.dispose()
                     waited = f" (waited {self.wait_s:g} s)" if waiting else ""
                     raise StateError(
                         f"the state database ({self.where}) cannot be used: {reason}{waited}"
@@ -187,10 +197,7 @@ class StateDatabase:
                 "the state database answered",
                 extra={"after_s": round(anyio.current_time() - started, 1)},
             )
-        self._engine = engine
-        self._writer = StateWriter(engine, self.health)
-        self.migrated_from = found if found != version else None
-        self._opened(found, version)
+        return found, version
 
     @staticmethod
     async def _migrate_shared(engine: AsyncEngine) -> tuple[int, int]:
