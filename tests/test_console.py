@@ -11,7 +11,14 @@ import httpx
 import pytest
 
 from a2a_acp_bridge.console import ConsoleSupervisor
-from a2a_acp_bridge.console_web import COOKIE
+from a2a_acp_bridge.console_web import (
+    COOKIE,
+    GUESS_WINDOW_S,
+    GUESSERS_KEPT,
+    GUESSES,
+    ConsoleAuth,
+    GuessLimit,
+)
 from tests.support.console import A2A_TOKEN, CONSOLE_TOKEN, CONSOLE_WAIT_S, serve_console
 from tests.support.scripted_supervisor import question
 
@@ -334,3 +341,63 @@ async def test_logging_out_ends_the_session(tmp_path: Path) -> None:
         # The old cookie, replayed, opens nothing: the session is gone on the server.
         async with httpx.AsyncClient(base_url=bridge.url, cookies={COOKIE: stolen}) as thief:
             assert (await thief.get("/console/state")).status_code == 401
+
+
+async def test_a_client_guessing_the_token_is_refused_429_even_with_the_right_one(
+    tmp_path: Path,
+) -> None:
+    async with (
+        serve_console(tmp_path) as bridge,
+        httpx.AsyncClient(base_url=bridge.url) as browser,
+        httpx.AsyncClient(base_url=bridge.url) as guesser,
+    ):
+        await logged_in(browser)  # an operator's session opened before the guessing
+        for n in range(GUESSES - 1):
+            assert (await login(guesser, f"guess-{n}-" + "x" * 30)).status_code == 401
+        # The last guess the window allows, by the header this time: the same count.
+        wrong = {"Authorization": "Bearer guess-by-header-" + "x" * 30}
+        refused = await guesser.get("/console/state", headers=wrong)
+        assert refused.status_code == 429
+        assert 0 < int(refused.headers["retry-after"]) <= GUESS_WINDOW_S
+        # Now the token itself is not even looked at, by the form or the header.
+        page = await login(guesser)
+        assert page.status_code == 429
+        assert "Too many wrong tokens" in page.text
+        assert "set-cookie" not in page.headers
+        assert (await guesser.get("/console/state", headers=CONSOLE_BEARER)).status_code == 429
+        decided = await guesser.post(
+            "/console/decisions/" + "0" * 32, json={"verdict": "allow"}, headers=CONSOLE_BEARER
+        )
+        assert decided.status_code == 429
+        # The session opened before goes on: only offers of the token are refused.
+        assert (await browser.get("/console/state")).status_code == 200
+
+
+def test_the_guess_limit_forgets_misses_after_its_window_and_a_success_clears_them() -> None:
+    now = [1000.0]
+    limit = GuessLimit(guesses=3, window_s=60.0, clock=lambda: now[0])
+    auth = ConsoleAuth(CONSOLE_TOKEN, secure_cookie=False, guesses=limit)
+    for _ in range(3):
+        assert not auth.token_ok("wrong", "10.0.0.1")
+    assert limit.wait_s("10.0.0.1") == 60.0
+    assert limit.wait_s("10.0.0.2") == 0.0  # another address is not held back
+    assert not auth.token_ok(CONSOLE_TOKEN, "10.0.0.1")  # refused unread while waiting
+    now[0] += 30.0
+    assert limit.wait_s("10.0.0.1") == 30.0
+    now[0] += 30.0
+    assert limit.wait_s("10.0.0.1") == 0.0  # the oldest miss left the window
+    assert auth.token_ok(CONSOLE_TOKEN, "10.0.0.1")
+    for _ in range(2):
+        assert not auth.token_ok("wrong", "10.0.0.1")
+    assert auth.token_ok(CONSOLE_TOKEN, "10.0.0.1")  # a success clears the misses
+    assert not auth.token_ok("wrong", "10.0.0.1")
+    assert limit.wait_s("10.0.0.1") == 0.0
+
+
+def test_the_guess_limit_remembers_a_bounded_number_of_addresses() -> None:
+    limit = GuessLimit(guesses=1, window_s=60.0)
+    for n in range(GUESSERS_KEPT + 10):
+        limit.missed(f"10.{n // 65536}.{n // 256 % 256}.{n % 256}")
+    assert len(limit._misses) == GUESSERS_KEPT
+    assert limit.wait_s("10.0.0.0") == 0.0  # the quietest was forgotten
+    assert limit.wait_s(f"10.0.{(GUESSERS_KEPT + 9) // 256}.{(GUESSERS_KEPT + 9) % 256}") > 0

@@ -11,7 +11,11 @@
 
 Who may use it: a request with `Authorization: Bearer <ACP_CONSOLE_TOKEN>` (curl, scripts),
 or a browser holding the session cookie the login form set (HttpOnly, SameSite=Strict,
-Path=/console, Secure when PUBLIC_URL is https). A POST with the cookie must also carry the
+Path=/console, Secure when PUBLIC_URL is https). A client address that offers a wrong token
+`GUESSES` times within `GUESS_WINDOW_S` (the form or the header alike) is answered 429 with
+`Retry-After`, its offers not even compared, until its oldest miss leaves the window: the
+token stays the real defence (long and random), this only makes guessing it slow and loud.
+A POST with the cookie must also carry the
 session's CSRF token in `X-CSRF-Token` (the page reads it from its own markup) and, when the
 browser sends one, an `Origin` naming this host. The token is never put in a URL. The A2A
 guard (a2a/guard.py) leaves /console to this module: an A2A token does not open it, since
@@ -29,8 +33,10 @@ import hmac
 import html
 import json
 import logging
+import math
 import secrets
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -60,6 +66,11 @@ EVENTS_PING_S = 15.0
 LEDGER_LOOK_S = 1.0
 # Recent decisions shown.
 RECENT_SHOWN = 50
+# Wrong console tokens a client address may offer within the window before it is refused.
+GUESSES = 5
+GUESS_WINDOW_S = 60.0
+# Client addresses whose misses are remembered at most (the longest quiet is forgotten).
+GUESSERS_KEPT = 4096
 # A login form holds one token: anything bigger is not one (and is not worth parsing).
 MAX_LOGIN_BYTES = 4096
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
@@ -91,20 +102,76 @@ class Session:
     expires: float
 
 
-class ConsoleAuth:
-    """The console token (kept as a digest) and the browser sessions it opened."""
+class GuessLimit:
+    """The wrong tokens each client address offered lately (module docstring)."""
 
-    def __init__(self, token: str, *, secure_cookie: bool) -> None:
+    def __init__(
+        self,
+        guesses: int = GUESSES,
+        window_s: float = GUESS_WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.guesses = guesses
+        self.window_s = window_s
+        self.clock = clock
+        self._misses: dict[str, deque[float]] = {}
+
+    def wait_s(self, client: str) -> float:
+        """How long `client` must wait before its next offer is looked at (0: now)."""
+        misses = self._misses.get(client)
+        if misses is None:
+            return 0.0
+        now = self.clock()
+        while misses and misses[0] <= now - self.window_s:
+            misses.popleft()
+        if not misses:
+            del self._misses[client]
+            return 0.0
+        if len(misses) < self.guesses:
+            return 0.0
+        return misses[0] + self.window_s - now
+
+    def missed(self, client: str) -> None:
+        misses = self._misses.pop(client, None) or deque()
+        misses.append(self.clock())
+        self._misses[client] = misses  # last: the dict's order is the order of last misses
+        while len(self._misses) > GUESSERS_KEPT:
+            self._misses.pop(next(iter(self._misses)))
+
+    def forget(self, client: str) -> None:
+        self._misses.pop(client, None)
+
+
+class ConsoleAuth:
+    """The console token (kept as a digest), the browser sessions it opened, and the
+    clients refused for guessing it."""
+
+    def __init__(
+        self, token: str, *, secure_cookie: bool, guesses: GuessLimit | None = None
+    ) -> None:
         self._digest = _digest(token)
         self.secure_cookie = secure_cookie
         self._sessions: dict[str, Session] = {}
+        self.guesses = guesses or GuessLimit()
 
-    def token_ok(self, offered: str) -> bool:
-        return hmac.compare_digest(_digest(offered), self._digest)
+    def token_ok(self, offered: str, client: str) -> bool:
+        """The token, offered by `client`: never compared while the client must wait."""
+        if self.guesses.wait_s(client) > 0:
+            return False
+        if hmac.compare_digest(_digest(offered), self._digest):
+            self.guesses.forget(client)
+            return True
+        self.guesses.missed(client)
+        logger.info("console token refused", extra={"client": client})
+        return False
 
     def bearer_ok(self, request: Request) -> bool:
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and self.token_ok(credentials.strip())
+        return scheme.lower() == "bearer" and self.token_ok(credentials.strip(), _client(request))
+
+    def retry_after(self, request: Request) -> int:
+        """Whole seconds this request's client must wait before a token is looked at."""
+        return math.ceil(self.guesses.wait_s(_client(request)))
 
     def session(self, request: Request) -> Session | None:
         sid = request.cookies.get(COOKIE, "")
@@ -134,9 +201,24 @@ def _json(body: dict[str, Any], status: int = 200) -> Response:
     return JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
 
-def _login_page(message: str = "", status: int = 401) -> Response:
+def _login_page(message: str = "", status: int = 401, retry_after: int = 0) -> Response:
     text = _asset("login.html").replace("{{message}}", html.escape(message))
-    return _respond(text, status)
+    response = _respond(text, status)
+    if retry_after:
+        response.headers["retry-after"] = str(retry_after)
+    return response
+
+
+def _too_many(retry_after: int) -> Response:
+    response = _json(
+        {
+            "error": "too_many_requests",
+            "message": f"Too many wrong console tokens: try again in {retry_after} s.",
+        },
+        429,
+    )
+    response.headers["retry-after"] = str(retry_after)
+    return response
 
 
 def _same_origin(request: Request) -> bool:
@@ -160,7 +242,10 @@ def console_routes(
     def allowed(request: Request) -> bool:
         return auth.bearer_ok(request) or auth.session(request) is not None
 
-    def unauthorised() -> Response:
+    def unauthorised(request: Request) -> Response:
+        wait = auth.retry_after(request)
+        if wait:
+            return _too_many(wait)
         return _json({"error": "unauthorized", "message": "Log in to the console first."}, 401)
 
     def snapshot() -> dict[str, Any]:
@@ -191,8 +276,11 @@ def console_routes(
         except (UnicodeDecodeError, ValueError):
             return _login_page("Send the login form.", 400)
         offered = (fields.get("token") or [""])[0].strip()
-        if not offered or not auth.token_ok(offered):
-            logger.info("console login refused", extra={"client": _client(request)})
+        if not offered or not auth.token_ok(offered, _client(request)):
+            wait = auth.retry_after(request)
+            if wait:
+                message = f"Too many wrong tokens from this address: try again in {wait} s."
+                return _login_page(message, 429, retry_after=wait)
             return _login_page("The token was not accepted.")
         sid, _session = auth.open()
         logger.info("console login", extra={"client": _client(request)})
@@ -224,12 +312,12 @@ def console_routes(
 
     async def state(request: Request) -> Response:
         if not allowed(request):
-            return unauthorised()
+            return unauthorised(request)
         return _json(snapshot())
 
     async def events(request: Request) -> Response:
         if not allowed(request):
-            return unauthorised()
+            return unauthorised(request)
 
         async def stream() -> AsyncIterator[dict[str, str]]:
             sent: dict[str, Any] | None = None
@@ -245,9 +333,10 @@ def console_routes(
         return EventSourceResponse(stream(), ping=EVENTS_PING_S, headers=SECURITY_HEADERS)
 
     async def decide(request: Request) -> Response:
-        session = None if auth.bearer_ok(request) else auth.session(request)
-        if session is None and not auth.bearer_ok(request):
-            return unauthorised()
+        bearer = auth.bearer_ok(request)  # once: a wrong one counts as one miss
+        session = None if bearer else auth.session(request)
+        if session is None and not bearer:
+            return unauthorised(request)
         if session is not None:
             offered = request.headers.get(CSRF_HEADER, "")
             if not _same_origin(request) or not hmac.compare_digest(
