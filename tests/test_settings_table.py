@@ -19,6 +19,7 @@ DEFAULTS: dict[str, Any] = {
     "port": 41241,
     "public_url": None,
     "database_url": None,
+    "database_wait_s": 60.0,
     "lease_ttl_s": 10.0,
     "name": None,
     "insecure": False,
@@ -128,6 +129,7 @@ BAD: dict[str, str] = {
     "ACP_SANDBOX_TTL": "7 days",
     "A2A_PUSH_KEY": "not-a-key",
     "A2A_DATABASE_URL": "sqlite:///state.db",
+    "A2A_DATABASE_WAIT_MS": "soon",
     "A2A_LEASE_TTL_MS": "10",
     "ACP_HOME_SEED": "../outside",
     "ACP_ISOLATION_READ": "missing-path",
@@ -203,7 +205,7 @@ def test_a_duration_is_milliseconds_in_a_variable_named_ms_and_seconds_in_its_fi
     durations = [row for row in SETTINGS if _inner(row) == Duration]
     # Long spans (a task's or a sandbox's age) are written with their unit: `7d`.
     spans = [row for row in SETTINGS if _inner(row) == Span]
-    assert len(durations) == 12
+    assert len(durations) == 13
     assert [row.variable for row in spans] == [
         "A2A_TASK_TTL",
         "ACP_SANDBOX_TTL",
