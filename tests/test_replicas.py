@@ -27,7 +27,7 @@ from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.tasks import start_sleeping
-from tests.support.wire import rpc, send, state_of, stream, user_message
+from tests.support.wire import rpc, send, state_of, stream, submit, user_message
 
 pytestmark = pytest.mark.anyio
 
@@ -40,6 +40,12 @@ LEASE_TTL_MS = 2000
 # A cancel through another replica is answered once the owner cancelled (about 0.1 s
 # measured); the bound only keeps a lost signal from hanging the test.
 CANCEL_ANSWERED_S = 10.0
+# Replicas full with one busy adapter each, refusing at once when every one is.
+ONE_ADAPTER_EACH = {
+    "ACP_MAX_SESSIONS": "1",
+    "ACP_ADMISSION_TIMEOUT_MS": "0",
+    "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
+}
 
 
 @contextlib.asynccontextmanager
@@ -192,16 +198,7 @@ async def test_a_replica_killed_mid_task_has_its_task_failed_and_its_conversatio
     async with httpx.AsyncClient(timeout=30) as client:
         first = await send(client, doomed.rpc_url, "write notes.txt: kept across replicas")
         context = first["contextId"]
-        reply = await rpc(
-            client,
-            doomed.rpc_url,
-            "SendMessage",
-            {
-                "message": user_message("sleep 600", context_id=context),
-                "configuration": {"returnImmediately": True},
-            },
-        )
-        running = reply["result"]["task"]
+        running = await submit(client, doomed.rpc_url, "sleep 600", context_id=context)
         with anyio.fail_after(PROMPT_SEEN_S):
             while not prompted(sandboxes, "sleep 600"):  # noqa: ASYNC110 - the agent's file
                 await anyio.sleep(0.02)
@@ -248,16 +245,8 @@ async def test_a_subscriber_on_a_third_replica_sees_every_event_in_order_from_th
         replicas(tmp_path, url, 3) as (owner, _other, third),
         httpx.AsyncClient(timeout=30) as client,
     ):
-        reply = await rpc(
-            client,
-            owner.rpc_url,
-            "SendMessage",
-            {
-                "message": user_message("think the very first thought\nsleep 600"),
-                "configuration": {"returnImmediately": True},
-            },
-        )
-        task_id = reply["result"]["task"]["id"]
+        task = await submit(client, owner.rpc_url, "think the very first thought\nsleep 600")
+        task_id = task["id"]
         with anyio.fail_after(STATE_SEEN_S):
             # The thought reached the database (the prompt holds the words too: not them).
             while "Thinking: the very first thought" not in str(  # noqa: ASYNC110 - a batch
@@ -344,13 +333,8 @@ async def test_a_full_replica_passes_a_new_conversation_to_one_with_room_and_rej
 ) -> None:
     url = postgres.url(postgres_database)
     dsn = postgres.dsn(postgres_database)
-    env = {
-        "ACP_MAX_SESSIONS": "1",
-        "ACP_ADMISSION_TIMEOUT_MS": "0",
-        "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
-    }
     async with (
-        replicas(tmp_path, url, 3, env) as running,
+        replicas(tmp_path, url, 3, ONE_ADAPTER_EACH) as running,
         httpx.AsyncClient(timeout=30) as client,
     ):
         busy = [await start_sleeping(client, running[0])]
@@ -381,13 +365,8 @@ async def test_a_replica_whose_adapters_are_all_idle_has_room_for_another_s_new_
     # as here, so placement counts the busy ones.
     url = postgres.url(postgres_database)
     dsn = postgres.dsn(postgres_database)
-    env = {
-        "ACP_MAX_SESSIONS": "1",
-        "ACP_ADMISSION_TIMEOUT_MS": "0",
-        "A2A_LEASE_TTL_MS": str(LEASE_TTL_MS),
-    }
     async with (
-        replicas(tmp_path, url, 3, env) as (receiver, idle, busy),
+        replicas(tmp_path, url, 3, ONE_ADAPTER_EACH) as (receiver, idle, busy),
         httpx.AsyncClient(timeout=30) as client,
     ):
         sleeping = [await start_sleeping(client, busy)]

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from a2a_acp_bridge.a2a.orphans import REPLICA_STOPPED
-from tests.support.wire import TERMINAL, rpc, send, state_of, stream, user_message
+from tests.support.wire import TERMINAL, rpc, send, state_of, stream, submit, user_message
 
 pytestmark = pytest.mark.anyio
 
@@ -149,13 +149,7 @@ async def wait_for_state(client: httpx.AsyncClient, url: str, task_id: str, stat
 
 async def start_sleeping(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
     """A demo-agent task that runs until cancelled, once it is WORKING."""
-    reply = await rpc(
-        client,
-        url,
-        "SendMessage",
-        {"message": user_message("sleep 600"), "configuration": {"returnImmediately": True}},
-    )
-    task: dict[str, Any] = reply["result"]["task"]
+    task = await submit(client, url, "sleep 600")
     with anyio.fail_after(STATE_SEEN_S):
         await wait_for_state(client, url, task["id"], "TASK_STATE_WORKING")
     return task
@@ -222,16 +216,7 @@ async def test_a_conversation_s_messages_through_the_balancer_run_on_its_one_ada
 
 async def test_a_third_replica_s_subscriber_sees_every_event_and_another_s_cancel_ends_it() -> None:
     async with caller() as client:
-        reply = await rpc(
-            client,
-            BALANCER,
-            "SendMessage",
-            {
-                "message": user_message("think the very first thought\nsleep 600"),
-                "configuration": {"returnImmediately": True},
-            },
-        )
-        task = reply["result"]["task"]
+        task = await submit(client, BALANCER, "think the very first thought\nsleep 600")
         owner = runner_of(task["id"])
         watcher, canceller = [r for r in replicas() if r.id != owner]
         with anyio.fail_after(STATE_SEEN_S):
@@ -301,16 +286,7 @@ async def test_a_replica_killed_mid_task_has_its_task_failed_and_its_conversatio
     async with caller() as client:
         first = await send(client, doomed.url, "write notes.txt: kept across replicas")
         context = first["contextId"]
-        reply = await rpc(
-            client,
-            doomed.url,
-            "SendMessage",
-            {
-                "message": user_message("sleep 600", context_id=context),
-                "configuration": {"returnImmediately": True},
-            },
-        )
-        running = reply["result"]["task"]
+        running = await submit(client, doomed.url, "sleep 600", context_id=context)
         with anyio.fail_after(STATE_SEEN_S):
             await wait_for_state(client, survivors[0].url, running["id"], "TASK_STATE_WORKING")
         killed_at = time.monotonic()

@@ -11,7 +11,7 @@ import anyio
 import httpx
 
 from tests.support.server import RunningBridge
-from tests.support.wire import TERMINAL, rpc, state_of, status_text, stream, user_message
+from tests.support.wire import TERMINAL, rpc, state_of, status_text, stream, submit, user_message
 
 # Bound on any wait for a task to reach a state in these tests.
 TASK_WAIT_S = 30.0
@@ -113,13 +113,7 @@ async def get_task(client: httpx.AsyncClient, url: str, task_id: str) -> dict[st
 
 async def start_sleeping(client: httpx.AsyncClient, bridge: RunningBridge) -> dict[str, Any]:
     """A demo-agent task that runs until cancelled, once the agent has its prompt."""
-    reply = await rpc(
-        client,
-        bridge.rpc_url,
-        "SendMessage",
-        {"message": user_message("sleep 600"), "configuration": {"returnImmediately": True}},
-    )
-    task: dict[str, Any] = reply["result"]["task"]
+    task = await submit(client, bridge.rpc_url, "sleep 600")
     with anyio.fail_after(TASK_WAIT_S):
         while True:
             root = bridge.bridge.root_of(task["contextId"])

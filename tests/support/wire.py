@@ -56,6 +56,20 @@ async def send(
     return task
 
 
+async def submit(
+    client: httpx.AsyncClient, url: str, text: str, **message_fields: Any
+) -> dict[str, Any]:
+    """SendMessage answered at once (`returnImmediately`); the task as it was submitted."""
+    params = {
+        "message": user_message(text, **message_fields),
+        "configuration": {"returnImmediately": True},
+    }
+    reply = await rpc(client, url, "SendMessage", params)
+    assert "result" in reply, reply
+    task: dict[str, Any] = reply["result"]["task"]
+    return task
+
+
 async def stream(
     client: httpx.AsyncClient,
     url: str,
