@@ -180,6 +180,47 @@ async def test_the_balancer_spreads_new_conversations_over_every_replica() -> No
     assert {runner_of(t["id"]) for t in tasks} == {r.id for r in replicas()}
 
 
+async def test_every_replica_answers_for_a_task_another_runs_and_its_push_configs() -> None:
+    owner, second, third = replicas()
+    async with caller() as client:
+        done = await send(client, owner.url, "think finished on its owner")
+        running = await start_sleeping(client, owner.url)
+        try:
+            for replica in (second, third):
+                got = await rpc(client, replica.url, "GetTask", {"id": done["id"]})
+                assert got["result"] == done
+                assert await state_on(client, replica.url, running["id"]) == "TASK_STATE_WORKING"
+                listed = await rpc(client, replica.url, "ListTasks", {})
+                assert {done["id"], running["id"]} <= {t["id"] for t in listed["result"]["tasks"]}
+            # A push config made on one replica, read on another, deleted on a third.
+            config = {"taskId": running["id"], "id": "c1", "url": "https://example.com/hook"}
+            made = await rpc(client, second.url, "CreateTaskPushNotificationConfig", config)
+            assert "result" in made, made
+            read = await rpc(
+                client,
+                third.url,
+                "GetTaskPushNotificationConfig",
+                {"taskId": running["id"], "id": "c1"},
+            )
+            assert read["result"]["url"] == "https://example.com/hook"
+            deleted = await rpc(
+                client,
+                owner.url,
+                "DeleteTaskPushNotificationConfig",
+                {"taskId": running["id"], "id": "c1"},
+            )
+            assert "result" in deleted, deleted
+            left = await rpc(
+                client, second.url, "ListTaskPushNotificationConfigs", {"taskId": running["id"]}
+            )
+            assert left["result"].get("configs", []) == []
+        finally:
+            cancelled = await rpc(client, third.url, "CancelTask", {"id": running["id"]})
+        assert cancelled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        missing = await rpc(client, second.url, "GetTask", {"id": "no-such-task"})
+        assert missing["error"]["code"] == -32001
+
+
 async def test_a_conversation_s_messages_through_the_balancer_run_on_its_one_adapter() -> None:
     async with caller() as client:
         first = await send(client, BALANCER, "write a.txt: from the first message")
@@ -258,6 +299,8 @@ async def test_a_third_replica_s_subscriber_sees_every_event_and_another_s_cance
 async def test_a_full_replica_places_new_conversations_elsewhere_until_all_are_full() -> None:
     receiver, *others = replicas()
     sleeping: list[dict[str, Any]] = []
+    with anyio.fail_after(STATE_SEEN_S):
+        await busy_reported_total(0)  # what the tests before cancelled has been reported
     async with caller() as client:
         try:
             # Every new conversation arrives at one replica; beyond its ACP_MAX_SESSIONS the
