@@ -174,7 +174,7 @@ async def test_the_balancer_spreads_new_conversations_over_every_replica() -> No
     async with caller() as client:
         card = await client.get(BALANCER + "/.well-known/agent-card.json")
         assert card.status_code == 200
-        tasks = [await send(client, BALANCER, f"think spread {i}") for i in range(2 * REPLICAS)]
+        tasks = [await send(client, BALANCER, f"think spread {i}") for i in range(3 * REPLICAS)]
     assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_COMPLETED"}
     # A new conversation runs on the replica that received it: round-robin reached all.
     assert {runner_of(t["id"]) for t in tasks} == {r.id for r in replicas()}
