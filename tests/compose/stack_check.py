@@ -189,7 +189,9 @@ async def test_every_replica_answers_for_a_task_another_runs_and_its_push_config
             for replica in (second, third):
                 got = await rpc(client, replica.url, "GetTask", {"id": done["id"]})
                 assert got["result"] == done
-                assert await state_on(client, replica.url, running["id"]) == "TASK_STATE_WORKING"
+                # The owner's state change reaches the database in its next urgent write.
+                with anyio.fail_after(STATE_SEEN_S):
+                    await wait_for_state(client, replica.url, running["id"], "TASK_STATE_WORKING")
                 listed = await rpc(client, replica.url, "ListTasks", {})
                 assert {done["id"], running["id"]} <= {t["id"] for t in listed["result"]["tasks"]}
             # A push config made on one replica, read on another, deleted on a third.
