@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 import anyio
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import Insert, delete, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -62,19 +62,21 @@ class Membership:
     def ttl_ns(self) -> int:
         return int(self.ttl_s * 1e9)
 
+    def _joining(self, now_ns: int) -> Insert:
+        """This replica's row as it joins (or joins again), at the database's `now_ns`."""
+        return replicas.insert().values(
+            id=self.id,
+            started_ns=now_ns,
+            heartbeat_ns=now_ns,
+            live=self.live,
+            busy=self.busy,
+            capacity=self.capacity,
+        )
+
     async def join(self) -> None:
         async with self.database.begin() as conn:
             now = await database_now_ns(conn)
-            await conn.execute(
-                replicas.insert().values(
-                    id=self.id,
-                    started_ns=now,
-                    heartbeat_ns=now,
-                    live=self.live,
-                    busy=self.busy,
-                    capacity=self.capacity,
-                )
-            )
+            await conn.execute(self._joining(now))
         logger.info("replica joined", extra={"replica": self.id, "ttl_s": self.ttl_s})
 
     async def beat(self) -> None:
@@ -98,16 +100,7 @@ class Membership:
                     "this replica was taken for dead by another one; joining again",
                     extra={"replica": self.id},
                 )
-                await conn.execute(
-                    replicas.insert().values(
-                        id=self.id,
-                        started_ns=now,
-                        heartbeat_ns=now,
-                        live=self.live,
-                        busy=self.busy,
-                        capacity=self.capacity,
-                    )
-                )
+                await conn.execute(self._joining(now))
 
     async def run(self, load: Callable[[], tuple[int, int]]) -> None:
         """Renew the heartbeat until cancelled, reporting `load()` (live, busy); a failure
