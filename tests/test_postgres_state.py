@@ -24,6 +24,7 @@ from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import make_settings, serve_bridge
 from tests.support.wire import rpc, send
+from tests.test_state_writer import task_row
 
 pytestmark = pytest.mark.anyio
 
@@ -223,18 +224,6 @@ async def test_tasks_push_configs_and_conversations_outlive_a_restart_on_postgre
         assert record.session_id is not None
 
 
-def a_row(task_id: str, body: bytes) -> dict[str, object]:
-    return {
-        "id": task_id,
-        "context_id": "c",
-        "owner": "",
-        "state": "TASK_STATE_WORKING",
-        "updated_ns": 1,
-        "finished_ns": None,
-        "body": body,
-    }
-
-
 async def test_a_read_only_postgresql_fails_the_write_with_the_cause_and_recovers(
     tmp_path: Path, postgres: PostgresCluster, postgres_database: str
 ) -> None:
@@ -253,7 +242,7 @@ async def test_a_read_only_postgresql_fails_the_write_with_the_cause_and_recover
         )
         await fetch_rows(postgres.dsn("postgres"), sever)
         with pytest.raises(StateWriteError) as refused:
-            await writer.write(("task", "t1"), Upsert(tasks, lambda: a_row("t1", b"kept")))
+            await writer.write(("task", "t1"), Upsert(tasks, lambda: task_row("t1", b"kept")))
         assert refused.value.problem == "it is read-only"
         assert database.health.problem == "it is read-only"
         assert writer.pending == 1  # kept for the retry
