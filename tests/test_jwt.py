@@ -39,6 +39,14 @@ def jwt_env(tmp_path: Path, document: dict[str, Any], **extra: str) -> dict[str,
     }
 
 
+def served_jwks_env(url: str) -> dict[str, str]:
+    return {
+        "A2A_JWT_ISSUER": idp.ISSUER,
+        "A2A_JWT_AUDIENCE": idp.AUDIENCE,
+        "A2A_JWT_JWKS_URL": url,
+    }
+
+
 async def list_tasks(client: httpx.AsyncClient, url: str, token: str) -> httpx.Response:
     body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
     return await client.post(
@@ -133,35 +141,30 @@ async def test_keys_from_a_served_jwks_are_fetched_again_for_a_new_kid_but_not_f
     tmp_path: Path,
 ) -> None:
     old, new = idp.rsa_key("2026-11"), idp.rsa_key("2026-12")
-    async with idp.serve_jwks(idp.jwks(old)) as served:
-        env = {
-            "A2A_JWT_ISSUER": idp.ISSUER,
-            "A2A_JWT_AUDIENCE": idp.AUDIENCE,
-            "A2A_JWT_JWKS_URL": served.url,
-        }
-        async with (
-            serve_bridge(make_settings(tmp_path, env)) as bridge,
-            httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
-        ):
-            before = await list_tasks(client, bridge.rpc_url, idp.token(old, "alice"))
-            fetched_once = served.fetches
-            again = await list_tasks(client, bridge.rpc_url, idp.token(old, "alice"))
-            cached = served.fetches
-            # The identity provider rotates: the old key goes, a new one comes.
-            served.document = idp.jwks(new)
-            rotated = await list_tasks(client, bridge.rpc_url, idp.token(new, "alice"))
-            after_rotation = served.fetches
-            # Tokens naming random kids: each unknown, none fetches (one per interval).
-            flood = [
-                await list_tasks(
-                    client,
-                    bridge.rpc_url,
-                    idp.token(idp.SigningKey(uuid.uuid4().hex, new.private, "RS256"), "x"),
-                )
-                for _ in range(20)
-            ]
-            retired = await list_tasks(client, bridge.rpc_url, idp.token(old, "alice"))
-            final = served.fetches
+    async with (
+        idp.serve_jwks(idp.jwks(old)) as served,
+        serve_bridge(make_settings(tmp_path, served_jwks_env(served.url))) as bridge,
+        httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
+    ):
+        before = await list_tasks(client, bridge.rpc_url, idp.token(old, "alice"))
+        fetched_once = served.fetches
+        again = await list_tasks(client, bridge.rpc_url, idp.token(old, "alice"))
+        cached = served.fetches
+        # The identity provider rotates: the old key goes, a new one comes.
+        served.document = idp.jwks(new)
+        rotated = await list_tasks(client, bridge.rpc_url, idp.token(new, "alice"))
+        after_rotation = served.fetches
+        # Tokens naming random kids: each unknown, none fetches (one per interval).
+        flood = [
+            await list_tasks(
+                client,
+                bridge.rpc_url,
+                idp.token(idp.SigningKey(uuid.uuid4().hex, new.private, "RS256"), "x"),
+            )
+            for _ in range(20)
+        ]
+        retired = await list_tasks(client, bridge.rpc_url, idp.token(old, "alice"))
+        final = served.fetches
     assert before.status_code == 200, before.text
     assert again.status_code == 200
     assert rotated.status_code == 200, rotated.text
@@ -173,20 +176,15 @@ async def test_keys_from_a_served_jwks_are_fetched_again_for_a_new_kid_but_not_f
 
 async def test_an_unreachable_jwks_is_503_not_a_pass(tmp_path: Path) -> None:
     key = idp.rsa_key("k")
-    async with idp.serve_jwks({"keys": "not a list"}) as served:
-        env = {
-            "A2A_JWT_ISSUER": idp.ISSUER,
-            "A2A_JWT_AUDIENCE": idp.AUDIENCE,
-            "A2A_JWT_JWKS_URL": served.url,
-        }
-        async with (
-            serve_bridge(make_settings(tmp_path, env)) as bridge,
-            httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
-        ):
-            answers = [
-                await list_tasks(client, bridge.rpc_url, idp.token(key, "alice")) for _ in range(5)
-            ]
-            fetches = served.fetches
+    async with (
+        idp.serve_jwks({"keys": "not a list"}) as served,
+        serve_bridge(make_settings(tmp_path, served_jwks_env(served.url))) as bridge,
+        httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
+    ):
+        answers = [
+            await list_tasks(client, bridge.rpc_url, idp.token(key, "alice")) for _ in range(5)
+        ]
+        fetches = served.fetches
     assert [r.status_code for r in answers] == [503] * 5
     assert fetches == 1  # the identity provider is not asked again for every request
 
