@@ -5,12 +5,16 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.gemini import FakeGemini
+from tests.fakes.openai import FakeOpenAI
 from tests.support.postgres import (
     PostgresCluster,
     StateBackend,
     postgres_binaries,
     stop_abandoned,
 )
+from tests.support.real_adapters import running_fake
 
 # Properties are checked by their examples, not by their speed: on a loaded 2-core machine
 # one example can take longer than hypothesis's default 200 ms deadline.
@@ -56,3 +60,20 @@ def state_backend(request: pytest.FixtureRequest) -> StateBackend:
     cluster: PostgresCluster = request.getfixturevalue("postgres")
     name = cluster.create_database()
     return StateBackend(cluster.url(name), cluster.dsn(name))
+
+
+# The fake model servers the real adapters talk to (tests/fakes/), one per test module
+# that asks for it.
+@pytest.fixture(scope="module")
+def anthropic() -> Iterator[FakeAnthropic]:
+    yield from running_fake(FakeAnthropic())
+
+
+@pytest.fixture(scope="module")
+def openai() -> Iterator[FakeOpenAI]:
+    yield from running_fake(FakeOpenAI())
+
+
+@pytest.fixture(scope="module")
+def gemini() -> Iterator[FakeGemini]:
+    yield from running_fake(FakeGemini())

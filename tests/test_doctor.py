@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from tests.support.real_adapters import (
     claude_rig,
     codex_key_rig,
     gemini_rig,
-    running_fake,
 )
 from tests.support.server import make_settings
 
@@ -184,21 +182,6 @@ async def test_a_command_that_does_not_exist_fails_the_start_step(tmp_path: Path
 
 
 # --- the real adapters, against their fake model servers -----------------------------
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[FakeAnthropic]:
-    yield from running_fake(FakeAnthropic())
-
-
-@pytest.fixture(scope="module")
-def openai() -> Iterator[FakeOpenAI]:
-    yield from running_fake(FakeOpenAI())
-
-
-@pytest.fixture(scope="module")
-def gemini() -> Iterator[FakeGemini]:
-    yield from running_fake(FakeGemini())
 
 
 def preset_rig(

@@ -6,7 +6,6 @@ HOME, and checks both what the A2A client is told and what is on disk afterwards
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,18 +19,12 @@ from tests.support.real_adapters import (
     claude_rig,
     decisions,
     log_events,
-    running_fake,
     watch_logs,
 )
 from tests.support.server import serve_bridge
 from tests.support.wire import answer_text, artifact, send, status_text, task_report
 
 pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[FakeAnthropic]:
-    yield from running_fake(FakeAnthropic())
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ import pytest
 from a2a_acp_bridge.decision import Answer
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.script import Call, Script
-from tests.support.real_adapters import HTTP_TIMEOUT_S, Rig, claude_rig, running_fake, watch_logs
+from tests.support.real_adapters import HTTP_TIMEOUT_S, Rig, claude_rig, watch_logs
 from tests.support.server import serve_bridge
 from tests.support.supervisor import ScriptedSupervisor
 from tests.support.wire import send
@@ -25,11 +24,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "policy-handed-repo.toml"
 TOKEN = "decisions-real-claude-0123456789"
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[FakeAnthropic]:
-    yield from running_fake(FakeAnthropic())
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ and CODEX_HOME, and checks both what the A2A client is told and what is on disk.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,6 @@ from tests.support.real_adapters import (
     codex_rig,
     decisions,
     log_events,
-    running_fake,
     watch_logs,
 )
 from tests.support.server import serve_bridge
@@ -31,11 +29,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
 
 # The operator's key, as a bridge would get it from its environment (the fake accepts any).
 OPERATOR_KEY = "sk-operator-openai-key-for-the-fake"
-
-
-@pytest.fixture(scope="module")
-def openai() -> Iterator[FakeOpenAI]:
-    yield from running_fake(FakeOpenAI())
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ HOME, and checks both what the A2A client is told and what is on disk.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,6 @@ from tests.support.real_adapters import (
     decisions,
     gemini_rig,
     log_events,
-    running_fake,
     watch_logs,
 )
 from tests.support.server import serve_bridge
@@ -31,11 +29,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.adapters]
 
 # A Vertex AI express-mode key, as the operator would give it (the fake accepts any).
 VERTEX_KEY = "AIza-operator-vertex-key-for-the-fake"
-
-
-@pytest.fixture(scope="module")
-def gemini() -> Iterator[FakeGemini]:
-    yield from running_fake(FakeGemini())
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -31,7 +30,6 @@ from tests.support.real_adapters import (
     decisions,
     gemini_rig,
     log_events,
-    running_fake,
     watch_logs,
 )
 from tests.support.server import serve_bridge
@@ -46,21 +44,6 @@ PYTHON = sys.executable
 # The idle limit for the reload test, and the bound on waiting for the reaper.
 IDLE_MS = "300"
 IDLE_WAIT_S = 30.0
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[FakeAnthropic]:
-    yield from running_fake(FakeAnthropic())
-
-
-@pytest.fixture(scope="module")
-def openai() -> Iterator[FakeOpenAI]:
-    yield from running_fake(FakeOpenAI())
-
-
-@pytest.fixture(scope="module")
-def gemini() -> Iterator[FakeGemini]:
-    yield from running_fake(FakeGemini())
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ the task waits in INPUT_REQUIRED, and the caller's plain answer reaches the mode
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,6 @@ from tests.support.real_adapters import (
     Rig,
     claude_rig,
     decisions,
-    running_fake,
     watch_logs,
 )
 from tests.support.server import serve_bridge
@@ -38,11 +36,6 @@ QUESTION = {
         }
     ]
 }
-
-
-@pytest.fixture(scope="module")
-def anthropic() -> Iterator[FakeAnthropic]:
-    yield from running_fake(FakeAnthropic())
 
 
 @pytest.fixture
