@@ -401,3 +401,36 @@ def test_the_guess_limit_remembers_a_bounded_number_of_addresses() -> None:
     assert len(limit._misses) == GUESSERS_KEPT
     assert limit.wait_s("10.0.0.0") == 0.0  # the quietest was forgotten
     assert limit.wait_s(f"10.0.{(GUESSERS_KEPT + 9) // 256}.{(GUESSERS_KEPT + 9) % 256}") > 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/console/rest/tasks"),
+        ("POST", "/console/rest/message:send"),
+        ("POST", "/console/message:send"),
+        ("GET", "/console/tasks"),
+        ("PUT", "/console/state"),
+        ("GET", "/console/decisions/x/../../rest/tasks"),
+    ],
+)
+async def test_no_path_under_the_console_reaches_the_a2a_api_without_a_token(
+    tmp_path: Path, method: str, path: str
+) -> None:
+    # The guard leaves /console/... to the console's own checks; the SDK's per-tenant REST
+    # mount (/{tenant}/...) would otherwise serve tenant "console" to anyone, with no token.
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "write x.txt: y"}]}
+    async with serve_console(tmp_path) as bridge, httpx.AsyncClient(base_url=bridge.url) as c:
+        response = await c.request(
+            method,
+            path,
+            json={"message": message},
+            headers={"A2A-Version": "1.0", "Content-Type": "text/plain"},
+        )
+        assert response.status_code in (401, 404, 405), response.text
+        listed = await c.post(
+            "/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+            headers={"A2A-Version": "1.0", "Authorization": f"Bearer {A2A_TOKEN}"},
+        )
+        assert listed.json()["result"].get("tasks", []) == []  # nothing ran

@@ -47,7 +47,7 @@ import anyio
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from a2a_acp_bridge.console import ConsoleSupervisor
 
@@ -374,14 +374,22 @@ def console_routes(
         # The decision's one log line is the console's own ("supervisor answered").
         return _json({"decided": verdict})
 
+    # Every path under /console is the console's: the A2A guard leaves the whole prefix to
+    # it, so no other route (the SDK's per-tenant REST mount, /{tenant}/...) may answer one.
+    # A path the console does not serve is 404 here, a method it does not take 405.
     return [
         Route(PREFIX, page, methods=["GET"]),
-        Route(f"{PREFIX}/login", login, methods=["POST"]),
-        Route(f"{PREFIX}/logout", logout, methods=["POST"]),
-        Route(f"{PREFIX}/static/{{name}}", static, methods=["GET"]),
-        Route(f"{PREFIX}/state", state, methods=["GET"]),
-        Route(f"{PREFIX}/events", events, methods=["GET"]),
-        Route(f"{PREFIX}/decisions/{{question_id}}", decide, methods=["POST"]),
+        Mount(
+            PREFIX,
+            routes=[
+                Route("/login", login, methods=["POST"]),
+                Route("/logout", logout, methods=["POST"]),
+                Route("/static/{name}", static, methods=["GET"]),
+                Route("/state", state, methods=["GET"]),
+                Route("/events", events, methods=["GET"]),
+                Route("/decisions/{question_id}", decide, methods=["POST"]),
+            ],
+        ),
     ]
 
 
