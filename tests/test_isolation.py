@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.postgres import PostgresCluster, tcp_port_for
 from tests.support.served import ServedBridge, bridge_environment, run_serve, served_bridge
 from tests.support.wire import answer_text, rpc, send, status_text
 
@@ -257,6 +258,30 @@ async def test_a_command_cannot_connect_to_the_bridges_port_yet_reaches_other_lo
     answer = answer_text(task)
     assert f"connect {served.port} {errno.EACCES}" in answer
     assert f"connect {other_port} 0" in answer
+
+
+async def test_a_command_cannot_connect_to_the_shared_state_database(
+    operator: Operator, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    # Replicas share PostgreSQL over the network: an agent that reached it could write a
+    # handover as any caller, or any task's state. Its port is kept like the bridge's own.
+    async with tcp_port_for(postgres) as port:
+        url = f"postgresql+asyncpg://bridge@127.0.0.1:{port}/{postgres_database}"
+        async with bridge_and_client(operator, A2A_DATABASE_URL=url) as (served, client):
+            task = await run(client, served, connect(port))
+    assert f"connect {port} {errno.EACCES}" in answer_text(task)
+
+
+async def test_a_command_cannot_connect_to_the_state_database_s_unix_socket(
+    operator: Operator, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    socket_path = postgres.socket_dir / ".s.PGSQL.5432"
+    attempt = f"socket.socket(socket.AF_UNIX).connect_ex('{socket_path}')"
+    code = f"import socket; print('unix', {attempt})"
+    url = postgres.url(postgres_database)
+    async with bridge_and_client(operator, A2A_DATABASE_URL=url) as (served, client):
+        task = await run(client, served, f'{PYTHON} -c "{code}"')
+    assert f"unix {errno.EACCES}" in answer_text(task)
 
 
 async def test_a_command_cannot_signal_the_bridge_which_keeps_serving(operator: Operator) -> None:

@@ -110,7 +110,11 @@ class BridgeServer(uvicorn.Server):
         if port is not None:
             self.app.state.server.bound_port = port
         bridge = self.app.state.bridge
-        bridge.isolation.deny_ports(self.bound_ports())
+        # Kept from every adapter: the bridge's own ports, and a shared state database's.
+        denied = self.bound_ports()
+        if persistence is not None and persistence.database.tcp_port is not None:
+            denied.add(persistence.database.tcp_port)
+        bridge.isolation.deny_ports(denied)
         settings: Settings = bridge.settings
         logger.info(
             "listening",

@@ -67,6 +67,8 @@ PAGE_SIZE = 16384
 # is bounded even when the server stops answering: a connection is used shielded).
 PG_CONNECT_S = 10.0
 PG_COMMAND_S = 30.0
+# PostgreSQL's port when the URL names none.
+PG_DEFAULT_PORT = 5432
 # While waiting for a server that cannot be reached yet: how often to try again.
 PG_RETRY_S = 0.5
 # The advisory lock the migration holds (any fixed number: "a2a-acp-bridge schema").
@@ -119,6 +121,19 @@ class StateDatabase:
         url = make_url(self.url)
         host = url.host or url.query.get("host") or "localhost"
         return f"PostgreSQL database {url.database or '?'} on {host}"
+
+    @property
+    def tcp_port(self) -> int | None:
+        """The TCP port of a PostgreSQL server reached over the network (None: SQLite or a
+        unix socket). The bridge keeps its adapters off it (server.py): an agent that could
+        reach the shared database could write a handover as any caller."""
+        if self.url is None:
+            return None
+        url = make_url(self.url)
+        host = url.host or str(url.query.get("host") or "")
+        if not host or host.startswith("/"):
+            return None
+        return url.port or PG_DEFAULT_PORT
 
     async def open(self) -> None:
         """Make, lock, check and migrate; StateError says what is wrong. Idempotent."""

@@ -11,6 +11,7 @@ directory. scripts/test installs the `postgresql` package when it is missing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pwd
@@ -21,6 +22,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,3 +209,34 @@ class StateBackend:
             return await fetch_rows(self.dsn, query)
         with sqlite3.connect(state_dir / "state.db") as db:
             return [tuple(row) for row in db.execute(query).fetchall()]
+
+
+@contextlib.asynccontextmanager
+async def tcp_port_for(cluster: PostgresCluster) -> AsyncIterator[int]:
+    """A 127.0.0.1 port that forwards to the cluster's unix socket (the test server has no
+    TCP listener): for a bridge that must reach its database over the network."""
+    socket_path = str(cluster.socket_dir / ".s.PGSQL.5432")
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def forward(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            server_r, server_w = await asyncio.open_unix_connection(socket_path)
+        except OSError:
+            client_w.close()
+            return
+        await asyncio.gather(pipe(client_r, server_w), pipe(server_r, client_w))
+
+    server = await asyncio.start_server(forward, "127.0.0.1", 0)
+    try:
+        yield int(server.sockets[0].getsockname()[1])
+    finally:
+        server.close()
