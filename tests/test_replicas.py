@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from a2a_acp_bridge.a2a.orphans import REPLICA_STOPPED
+from tests.support.agents import AGENTS_DIR, agent_io, scripted_agent
 from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import RunningBridge, make_settings, serve_bridge
@@ -390,3 +391,41 @@ async def let_idle_go(replica: RunningBridge) -> None:
     for conversation in list(replica.bridge._conversations.values()):
         if conversation.retiring is not None:
             await conversation.retiring.wait()
+
+
+QUESTION = {
+    "by_prompt": {
+        "one field": [
+            {"op": "say", "text": "let me ask\n"},
+            {"op": "ask", "message": "Which file should I edit?"},
+            {"op": "say", "text": "thanks\n"},
+        ]
+    }
+}
+
+
+async def test_an_answer_streamed_through_another_replica_begins_with_the_task(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    # A stream MUST begin with the Task (spec 1.0, 3.1.2), whichever replica runs it.
+    agent = scripted_agent(tmp_path, QUESTION)
+    env = {
+        "ACP_AGENT": agent,
+        "ACP_ISOLATION_WRITE": str(agent_io(tmp_path)),
+        "ACP_ISOLATION_READ": str(AGENTS_DIR),
+    }
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 2, env) as (holder, other),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        asked = [
+            e async for e in stream(client, holder.rpc_url, {"message": user_message("one field")})
+        ]
+        task_id = asked[0]["task"]["id"]
+        answer = user_message("main.py", task_id=task_id, context_id=asked[0]["task"]["contextId"])
+        answered = [e async for e in stream(client, other.rpc_url, {"message": answer})]
+    assert state_of(asked[-1]) == "TASK_STATE_INPUT_REQUIRED"
+    assert answered[0]["task"]["id"] == task_id
+    assert state_of(answered[-1]) == "TASK_STATE_COMPLETED"
+    assert "thanks" in json.dumps(answered)

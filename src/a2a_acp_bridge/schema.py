@@ -116,6 +116,9 @@ handovers = Table(
     Column("task_id", String(255), nullable=True),
     Column("error", Text, nullable=True),
     Column("created_ns", BigInteger, nullable=False),
+    # The holder's count of the task's events when it took the message: the follow-up's
+    # events are those after it (the receiver's view of task_events may lag a batch).
+    Column("after_n", BigInteger, nullable=True),
 )
 
 # A push-notification config: the TaskPushNotificationConfig protobuf, encrypted (Fernet).
@@ -336,6 +339,10 @@ def _v6(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE replicas ADD COLUMN busy BIGINT NOT NULL DEFAULT 0")
 
 
+def _v7(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE handovers ADD COLUMN after_n BIGINT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks and push-notification configs", _v1),
     Migration(2, "conversations: sandbox, identity, agent, ACP session, principal", _v2),
@@ -345,6 +352,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         5, "replicas: who is alive, which runs each task and conversation, tasks' events", _v5
     ),
     Migration(6, "replicas: how many of each replica's adapters are busy", _v6),
+    Migration(7, "handovers: the event a follow-up's stream starts after", _v7),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -99,7 +99,9 @@ class EventLog(TaskEventStream):
         self._waiting: dict[str, set[anyio.Event]] = {}
         signals.on(EVENTS_CHANNEL, self._woken)
 
-    async def publish(self, task_id: str, event: VersionedEvent) -> None:
+    async def count(self, task_id: str) -> int:
+        """How many events the task has had, as this replica numbers them: its own count
+        while it runs the task (written or not yet), else what the database holds."""
         n = self._numbers.get(task_id)
         if n is None:
             try:
@@ -112,7 +114,10 @@ class EventLog(TaskEventStream):
                     extra={"task_id": task_id, "problem": describe_failure(exc, "postgresql")},
                 )
                 n = 0
-        n += 1
+        return n
+
+    async def publish(self, task_id: str, event: VersionedEvent) -> None:
+        n = await self.count(task_id) + 1
         self._numbers[task_id] = n
         row = event_row(task_id, n, event.event)
         self.database.writer.submit(

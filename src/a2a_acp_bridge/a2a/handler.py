@@ -141,19 +141,17 @@ class BridgeRequestHandler(DefaultRequestHandler):
     ) -> AsyncGenerator[Event, None]:
         continues = await self._prepare(params, context)
         handover = self.handover
+        events: AsyncGenerator[Event, None]
         if (
             handover is not None
             and (holder := await handover.destination(params, context)) is not None
         ):
-            async for event in self._guarded_stream(
-                "SendStreamingMessage", handover.stream(params, context, holder)
-            ):
-                yield event
-            return
+            # Run by the replica holding the conversation, streamed back from the database.
+            events = handover.stream(params, context, holder)
+        else:
+            events = super().on_message_send_stream(params, context)
         first = True
-        async for event in self._guarded_stream(
-            "SendStreamingMessage", super().on_message_send_stream(params, context)
-        ):
+        async for event in self._guarded_stream("SendStreamingMessage", events):
             if first and continues and not isinstance(event, Task | Message):
                 # A stream MUST begin with the Task (spec 1.0, 3.1.2); the SDK starts a
                 # continued task's stream with its first update.

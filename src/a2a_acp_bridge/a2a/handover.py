@@ -28,7 +28,7 @@ from a2a.utils.errors import A2AError, InternalError
 from sqlalchemy import delete, select
 
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
-from a2a_acp_bridge.a2a.event_log import EventLog, last_number
+from a2a_acp_bridge.a2a.event_log import EventLog
 from a2a_acp_bridge.a2a.ownership import owner_context, principal_of
 from a2a_acp_bridge.a2a.states import INTERRUPTED, TERMINAL
 from a2a_acp_bridge.cluster.leases import Leases
@@ -139,10 +139,6 @@ class Handover:
     ) -> tuple[str, int]:
         """Hand the message over; the task's id and the event it starts after."""
         handover_id = uuid.uuid4().hex
-        after = 0
-        if params.message.task_id:
-            async with self.database.connect() as conn:
-                after = await last_number(conn, params.message.task_id)
         async with self.database.begin() as conn:
             await conn.execute(
                 handovers.insert().values(
@@ -169,15 +165,15 @@ class Handover:
                     async with self.database.connect() as conn:
                         row = (
                             await conn.execute(
-                                select(handovers.c.task_id, handovers.c.error).where(
-                                    handovers.c.id == handover_id
-                                )
+                                select(
+                                    handovers.c.task_id, handovers.c.error, handovers.c.after_n
+                                ).where(handovers.c.id == handover_id)
                             )
                         ).first()
                     if row is not None and row[1] is not None:
                         raise error_of(str(row[1]))
                     if row is not None and row[0] is not None:
-                        return str(row[0]), after
+                        return str(row[0]), int(row[2] or 0)
         finally:
             self._taken.pop(handover_id, None)
             async with self.database.begin() as conn:
@@ -237,6 +233,8 @@ class Handover:
             params.configuration.return_immediately = True
             task_id: str | None = None
             error: str | None = None
+            # Counted before the message runs: its events are the ones after this.
+            after = await self.events.count(params.message.task_id) if params.message.task_id else 0
             try:
                 context = owner_context(str(row[0]))
                 context.state[HANDED_STATE] = True
@@ -250,7 +248,7 @@ class Handover:
             await conn.execute(
                 handovers.update()
                 .where(handovers.c.id == handover_id)
-                .values(task_id=task_id, error=error)
+                .values(task_id=task_id, error=error, after_n=after)
             )
         await self.signals.send(TAKEN_CHANNEL, {"id": handover_id})
 
