@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -434,3 +435,19 @@ async def test_no_path_under_the_console_reaches_the_a2a_api_without_a_token(
             headers={"A2A-Version": "1.0", "Authorization": f"Bearer {A2A_TOKEN}"},
         )
         assert listed.json()["result"].get("tasks", []) == []  # nothing ran
+
+
+async def test_a_browser_s_events_stream_ends_with_its_session(tmp_path: Path) -> None:
+    # After a logout the questions (commands, diffs) must no longer reach that browser.
+    async with serve_console(tmp_path) as bridge, httpx.AsyncClient(base_url=bridge.url) as c:
+        await logged_in(c)
+        seen = 0
+        with anyio.fail_after(CONSOLE_WAIT_S):
+            async with c.stream("GET", "/console/events") as stream:
+                async for line in stream.aiter_lines():
+                    if line.startswith("data:"):
+                        seen += 1
+                        out = await c.post("/console/logout")
+                        assert out.status_code == 303
+                        bridge.park(question())  # a change the stream would have sent
+        assert seen == 1  # the stream ended by itself, the new question never sent

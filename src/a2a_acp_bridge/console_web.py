@@ -316,12 +316,15 @@ def console_routes(
         return _json(snapshot())
 
     async def events(request: Request) -> Response:
-        if not allowed(request):
+        by_token = auth.bearer_ok(request)
+        if not by_token and auth.session(request) is None:
             return unauthorised(request)
 
         async def stream() -> AsyncIterator[dict[str, str]]:
             sent: dict[str, Any] | None = None
-            while True:
+            # A browser's stream lasts as long as its session: a logout or the session's
+            # end closes it (within one look), so a closed tab's stream shows nothing more.
+            while by_token or auth.session(request) is not None:
                 version = console.version
                 state = snapshot()
                 if sent is None or {**state, "now": 0} != {**sent, "now": 0}:
