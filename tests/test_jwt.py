@@ -258,9 +258,37 @@ async def test_a_token_file_and_jwts_together_name_their_own_principals(tmp_path
         serve_bridge(make_settings(tmp_path, env)) as bridge,
         httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
     ):
+        made = await client.post(
+            bridge.rpc_url,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": user_message("think by the file's principal")},
+            },
+            headers={**A2A_HEADERS, "Authorization": f"Bearer {file_token}"},
+        )
         by_file = await list_tasks(client, bridge.rpc_url, file_token)
         by_jwt = await list_tasks(client, bridge.rpc_url, idp.token(key, "alice"))
         wrong = await list_tasks(client, bridge.rpc_url, file_token + "x")
         card = (await client.get(bridge.url + CARD, headers={"A2A-Version": "1.0"})).json()
     assert (by_file.status_code, by_jwt.status_code, wrong.status_code) == (200, 200, 401)
+    task_id = made.json()["result"]["task"]["id"]
+    # Two principals: the file's caller sees its task, the JWT's does not.
+    assert [t["id"] for t in by_file.json()["result"]["tasks"]] == [task_id]
+    assert by_jwt.json()["result"].get("tasks", []) == []
     assert set(card["securitySchemes"]) == {"bearer", "oidc", "jwt"}
+
+
+async def test_a_jwt_naming_the_reserved_default_principal_is_refused(tmp_path: Path) -> None:
+    # `default` is A2A_TOKEN's caller and the owner of what was stored before principals.
+    key = idp.rsa_key("k")
+    env = jwt_env(tmp_path, idp.jwks(key), A2A_TOKEN="the-static-token-" + "t" * 20)
+    async with (
+        serve_bridge(make_settings(tmp_path, env)) as bridge,
+        httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client,
+    ):
+        refused = await list_tasks(client, bridge.rpc_url, idp.token(key, "default"))
+        accepted = await list_tasks(client, bridge.rpc_url, idp.token(key, "defaults"))
+    assert refused.status_code == 401
+    assert accepted.status_code == 200

@@ -37,6 +37,7 @@ import jwt
 
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.principals import MAX_NAME_CHARS, has_control
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 
 logger = logging.getLogger(__name__)
 
@@ -197,8 +198,8 @@ class JwtVerifier:
         if policy.jwks_file is not None:
             self._keys = read_jwks_file("A2A_JWT_JWKS_FILE", policy.jwks_file)
 
-    async def principal_of(self, token: str) -> tuple[str, Mapping[str, Any]]:
-        """The principal and the claims of a valid token; JwtRefused otherwise."""
+    async def principal_of(self, token: str) -> str:
+        """The principal of a valid token; JwtRefused otherwise."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -241,9 +242,15 @@ class JwtVerifier:
             or has_control(principal)
         ):
             raise JwtRefused(f"the token's {policy.principal_claim!r} claim names no principal")
+        if principal == DEFAULT_PRINCIPAL:
+            # `default` is A2A_TOKEN's caller and owns what was stored before principals: an
+            # identity provider's user who happens to be called so must not become it.
+            raise JwtRefused(
+                f"the token's {policy.principal_claim!r} claim names a reserved principal"
+            )
         if policy.required_scope is not None and policy.required_scope not in scopes(claims):
             raise JwtRefused(f"the token lacks the scope {policy.required_scope!r}")
-        return principal, claims
+        return principal
 
     async def _key_for(self, kid: str | None) -> VerifyingKey:
         if self.policy.jwks_url is not None:

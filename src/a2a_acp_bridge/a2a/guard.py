@@ -93,7 +93,7 @@ class Authenticator:
                 return found
         if self.jwt is not None and jwt_shaped:
             try:
-                principal, _claims = await self.jwt.principal_of(token)
+                principal = await self.jwt.principal_of(token)
             except JwtRefused as exc:
                 raise Unauthenticated(
                     f"The bearer token was not accepted: {exc.reason}.",
