@@ -13,7 +13,8 @@
 # re-signs the package indexes; pip in the build must trust it). Sets BUILD_OPTS (for every
 # `engine build`) and BASE_IMAGE, the image every build here starts from.
 #
-# build_image TAG DIRECTORY: one image built with them, its log in $WORK, fail on error.
+# build_image TAG DIRECTORY: one image built with them, its log in $WORK, fail on error;
+# the image TAG named before is removed once another replaces it.
 
 # `docker info` answers at once or not at all; a wedged daemon must not hang the suite.
 ENGINE_PROBE_S=20
@@ -152,9 +153,15 @@ choose_base() {
 }
 
 build_image() {
-    local tag=$1 directory=$2 log
+    local tag=$1 directory=$2 log previous
     log="$WORK/build-${tag//[^A-Za-z0-9]/_}.log"
+    previous=$(engine image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
     engine build ${BUILD_OPTS[@]+"${BUILD_OPTS[@]}"} ${LIMITS[@]+"${LIMITS[@]}"} -t "$tag" "$directory" \
         >"$log" 2>&1 \
         || { tail -n 30 "$log" >&2; fail "$tag did not build from $directory (the build's last lines are above)"; }
+    # The image this tag named before, now untagged: one image per tag, not one per change
+    # (only that image, by id; whatever else the engine holds is not ours).
+    if [ -n "$previous" ] && [ "$previous" != "$(engine image inspect --format '{{.Id}}' "$tag")" ]; then
+        engine rmi "$previous" >/dev/null 2>&1 || true
+    fi
 }

@@ -75,6 +75,9 @@ def test_the_kubernetes_deployment_matches_the_image_and_shares_its_volume() -> 
     [container] = [c for c in pod["containers"] if c["name"] == "bridge"]
     names = {entry["name"] for entry in container.get("env", [])}
     assert names <= KNOWN | IMAGE_VARIABLES, names - KNOWN
+    # Every variable is named (a whole secret would hand the bridge what it never reads).
+    assert "envFrom" not in container
+    assert {"A2A_TOKEN", "A2A_PUSH_KEY", "A2A_DATABASE_URL"} <= names
     port = int(dockerfile_env()["PORT"])
     assert [p["containerPort"] for p in container["ports"]] == [port]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port}
