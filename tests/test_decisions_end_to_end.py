@@ -5,6 +5,7 @@ the state database, GET /decisions and `a2a-acp-bridge decisions`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from a2a_acp_bridge.cli import main
 from tests.support.agents import scripted_agent
+from tests.support.postgres import StateBackend
 from tests.support.server import make_settings, serve_bridge
 from tests.support.supervisor import ScriptedSupervisor
 from tests.support.wire import answer_text, rpc, send, status_text, stream, user_message
@@ -51,7 +53,10 @@ def answers(task: dict[str, Any]) -> list[str]:
 
 
 def settings_for(
-    tmp_path: Path, steps: list[dict[str, Any]], auth: dict[str, str] | None = None
+    tmp_path: Path,
+    steps: list[dict[str, Any]],
+    auth: dict[str, str] | None = None,
+    extra: dict[str, str] | None = None,
 ) -> Any:
     project = tmp_path / "project"
     project.mkdir()
@@ -63,6 +68,7 @@ def settings_for(
             "ACP_CWD": str(project),
             "ACP_POLICY": str(EXAMPLE),
             **(auth if auth is not None else {"A2A_TOKEN": TOKEN}),
+            **(extra or {}),
         },
     )
 
@@ -134,28 +140,44 @@ async def test_a_handed_repository_runs_its_tests_refuses_curl_and_asks_about_gi
 
 
 async def test_the_decisions_command_reads_the_ledger_of_the_state_directory(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    state_backend: StateBackend,
 ) -> None:
-    settings = settings_for(tmp_path, [run("c1", "npm test"), run("c2", "wget x")])
+    settings = settings_for(
+        tmp_path, [run("c1", "npm test"), run("c2", "wget x")], extra=state_backend.env
+    )
     async with serve_bridge(settings) as bridge, httpx.AsyncClient(timeout=60, headers=AUTH) as c:
         task = await send(c, bridge.rpc_url, "work")
+
+    async def command(*args: str) -> int:
+        # The command runs its own event loop, as from a shell: in a thread of its own,
+        # without this test's context (which would tell anyio a loop already runs).
+        loop = asyncio.get_running_loop()
+        code: int = await loop.run_in_executor(None, main, ["decisions", *args])
+        return code
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ACP_STATE_DIR", str(settings.state_dir))
-    assert main(["decisions", "--json", "--context", task["contextId"]]) == 0
+    for variable, value in state_backend.env.items():
+        monkeypatch.setenv(variable, value)
+    assert await command("--json", "--context", task["contextId"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert [(d["toolCallId"], d["verdict"], d["rule"]) for d in shown] == [
         ("c2", "deny", "no-network"),
         ("c1", "allow", "run-tests"),
     ]
-    assert main(["decisions", "--since", "2000-01-01T00:00:00Z"]) == 0
+    assert await command("--since", "2000-01-01T00:00:00Z") == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     assert "deny      policy [no-network] execute: wget x" in lines[0]
-    assert main(["decisions", "--context", "nobody"]) == 0
+    assert await command("--context", "nobody") == 0
     assert capsys.readouterr().out == "no decisions\n"
-    monkeypatch.setenv("ACP_STATE_DIR", str(tmp_path / "empty"))
-    assert main(["decisions"]) == 1
-    assert capsys.readouterr().out.startswith("no state database in ")
+    if state_backend.url is None:
+        monkeypatch.setenv("ACP_STATE_DIR", str(tmp_path / "empty"))
+        assert await command() == 1
+        assert capsys.readouterr().out.startswith("no state database in ")
 
 
 async def test_a_cancel_while_the_operator_is_asked_answers_the_agent_cancelled(

@@ -18,7 +18,7 @@ from a2a_acp_bridge.acp.client import BridgeClient, SessionState
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.decisions import DecisionChain
 from a2a_acp_bridge.events import PermissionSeen
-from a2a_acp_bridge.ledger import DecisionLedger, LedgerEntry, read_ledger_file
+from a2a_acp_bridge.ledger import DecisionLedger, LedgerEntry, read_ledger
 from a2a_acp_bridge.permissions import Supervision
 from a2a_acp_bridge.policy import parse_policy
 from a2a_acp_bridge.state import StateDatabase
@@ -94,7 +94,7 @@ async def test_the_row_is_committed_before_the_answer_leaves(
     chosen, _ = await ask(chain, tmp_path)
     assert chosen == "allow-once"
     # Another process, reading the file now, already sees it.
-    [row] = read_ledger_file(database.directory)
+    [row] = await read_ledger(database.directory)
     assert (row.decider, row.verdict, row.rule, row.chosen) == (
         "policy",
         "allow",

@@ -237,6 +237,7 @@ def _decision_channel(args: argparse.Namespace) -> int:
     return decisions_cli.show_decisions(
         settings.state_dir,
         sys.stdout,
+        database_url=settings.database_url,
         context_id=args.context,
         since=args.since,
         limit=max(1, args.limit),

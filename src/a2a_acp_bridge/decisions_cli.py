@@ -13,16 +13,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+import anyio
+from sqlalchemy.exc import SQLAlchemyError
+
 from a2a_acp_bridge.boundary import Boundary
 from a2a_acp_bridge.decisions import judge
-from a2a_acp_bridge.ledger import LedgerEntry, parse_since, read_ledger_file
+from a2a_acp_bridge.ledger import LedgerEntry, parse_since, read_ledger
 from a2a_acp_bridge.permissions import PermissionOption, PermissionRequest, Supervision
 from a2a_acp_bridge.policy import Policy, PolicyError, load_policy
+from a2a_acp_bridge.state_writer import describe_failure
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -106,6 +111,7 @@ def show_decisions(
     state_dir: Path,
     out: TextIO,
     *,
+    database_url: str | None = None,
     context_id: str | None,
     since: str | None,
     limit: int,
@@ -120,9 +126,21 @@ def show_decisions(
             )
             return EXIT_FAILED
     try:
-        entries = read_ledger_file(state_dir, context_id=context_id, since_ns=since_ns, limit=limit)
+        entries = anyio.run(
+            functools.partial(
+                read_ledger,
+                state_dir,
+                database_url,
+                context_id=context_id,
+                since_ns=since_ns,
+                limit=limit,
+            )
+        )
     except FileNotFoundError:
         out.write(f"no state database in {state_dir} (ACP_STATE_DIR)\n")
+        return EXIT_FAILED
+    except (SQLAlchemyError, OSError) as exc:
+        out.write(f"the ledger cannot be read: {describe_failure(exc, 'postgresql')}\n")
         return EXIT_FAILED
     if as_json:
         out.write(json.dumps([entry.to_json() for entry in entries], indent=2) + "\n")

@@ -11,14 +11,14 @@ the permission answer leaves; a row that cannot be written fails the decision cl
 Retention: rows older than ACP_DECISION_TTL go, and beyond ACP_DECISION_RETENTION the
 oldest; the sweep (sweep.py) calls `sweep` once a minute, a bounded number per pass.
 
-Read back with `query` (GET /decisions) or, from another process, `read_ledger_file`
-(`a2a-acp-bridge decisions`, which opens the SQLite file read-only).
+Read back with `query` (GET /decisions) or, from another process, `read_ledger`
+(`a2a-acp-bridge decisions`: the SQLite file opened read-only, or the PostgreSQL database
+of `A2A_DATABASE_URL`).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, inspect, select
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from a2a_acp_bridge.errors import StateWriteError
 from a2a_acp_bridge.schema import decisions
@@ -201,14 +202,9 @@ class DecisionLedger:
         principal: str | None = None,
     ) -> list[LedgerEntry]:
         """Entries newest first, filtered by context, time and (unless None) principal."""
-        statement = select(decisions).order_by(decisions.c.time_ns.desc())
-        if principal is not None:
-            statement = statement.where(decisions.c.principal == principal)
-        if context_id is not None:
-            statement = statement.where(decisions.c.context_id == context_id)
-        if since_ns is not None:
-            statement = statement.where(decisions.c.time_ns >= since_ns)
-        statement = statement.limit(max(1, min(limit, MAX_QUERY_ROWS)))
+        statement = query_statement(
+            context_id=context_id, since_ns=since_ns, limit=limit, principal=principal
+        )
         async with self.database.connect() as conn:
             rows = (await conn.execute(statement)).mappings().all()
         return [LedgerEntry.from_row(row) for row in rows]
@@ -240,39 +236,52 @@ class DecisionLedger:
         return list(dict.fromkeys(doomed))
 
 
-def read_ledger_file(
+def query_statement(
+    *,
+    context_id: str | None = None,
+    since_ns: int | None = None,
+    limit: int = 100,
+    principal: str | None = None,
+) -> Select[Any]:
+    """The ledger's entries newest first, filtered by context, time and (unless None)
+    principal: one query for GET /decisions and the `decisions` command."""
+    statement = select(decisions).order_by(decisions.c.time_ns.desc())
+    if principal is not None:
+        statement = statement.where(decisions.c.principal == principal)
+    if context_id is not None:
+        statement = statement.where(decisions.c.context_id == context_id)
+    if since_ns is not None:
+        statement = statement.where(decisions.c.time_ns >= since_ns)
+    return statement.limit(max(1, min(limit, MAX_QUERY_ROWS)))
+
+
+async def read_ledger(
     state_dir: Path,
+    database_url: str | None = None,
     *,
     context_id: str | None = None,
     since_ns: int | None = None,
     limit: int = 100,
 ) -> list[LedgerEntry]:
-    """The ledger of a state directory, read from its SQLite file without writing to it
-    (the bridge may be running); FileNotFoundError when there is no database."""
-    path = state_dir / DATABASE_FILE
-    if not path.is_file():
-        raise FileNotFoundError(str(path))
-    uri = f"file:{path}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True)
+    """The ledger as another process reads it, without writing to it (the bridge may be
+    running): the PostgreSQL database of `database_url`, else the state directory's SQLite
+    file, opened read-only (FileNotFoundError when there is none)."""
+    if database_url is None:
+        path = state_dir / DATABASE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(str(path))
+        url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+    else:
+        url = database_url
+    statement = query_statement(context_id=context_id, since_ns=since_ns, limit=limit)
+
+    engine = create_async_engine(url)
     try:
-        conn.row_factory = sqlite3.Row
-        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        if "decisions" not in names:
-            return []
-        where: list[str] = []
-        args: list[object] = []
-        if context_id is not None:
-            where.append("context_id = ?")
-            args.append(context_id)
-        if since_ns is not None:
-            where.append("time_ns >= ?")
-            args.append(since_ns)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
-        args.append(max(1, min(limit, MAX_QUERY_ROWS)))
-        rows = conn.execute(
-            f"SELECT * FROM decisions{clause} ORDER BY time_ns DESC LIMIT ?",
-            args,
-        ).fetchall()
-        return [LedgerEntry.from_row(dict(row)) for row in rows]
+        async with engine.connect() as conn:
+            present = await conn.run_sync(lambda sync: inspect(sync).has_table(decisions.name))
+            if not present:
+                return []
+            rows = (await conn.execute(statement)).mappings().all()
     finally:
-        conn.close()
+        await engine.dispose()
+    return [LedgerEntry.from_row(row) for row in rows]
