@@ -359,6 +359,35 @@ def test_other_tools_are_matched_by_title_or_name(root: Path) -> None:
     assert verdict(policy, odd, root) == ("deny", "rule-1")
 
 
+def test_a_tool_of_another_kind_carrying_a_command_is_judged_by_its_name_too(
+    root: Path,
+) -> None:
+    policy = parse_policy(
+        HANDED + '[[rule]]\nid="prod"\nkind="other"\ndecision="deny"\ntools=["mcp__prod__*"]\n'
+        '[[rule]]\nid="gh"\nkind="other"\ndecision="allow"\ntools=["mcp__github__*"]\n'
+    )
+
+    def tool(name: str, kind: str | None = "other") -> PermissionRequest:
+        raw = {"command": "git status", "host": "db1", "tool_name": name}
+        return PermissionRequest("t", title=name, kind=kind, raw_input=raw)
+
+    # `git status` is allowed as a command; the tool that runs it is denied by its name.
+    assert verdict(policy, tool("mcp__prod__exec"), root) == ("deny", "prod")
+    assert verdict(policy, tool("mcp__prod__exec", kind=None), root) == ("deny", "prod")
+    # A tool no rule names is never allowed on its command alone: its kind's default.
+    assert verdict(policy, tool("mcp__other__exec"), root) is None
+    # Both facets allowed: allowed.
+    assert verdict(policy, tool("mcp__github__exec"), root) == ("allow", "tests,gh")
+    # The same holds for a change such a tool carries.
+    write = PermissionRequest(
+        "t",
+        title="mcp__prod__write",
+        kind="other",
+        raw_input={"path": "src/a.py", "content": "x"},
+    )
+    assert verdict(policy, write, root) == ("deny", "prod")
+
+
 # --- the example and the CLI -------------------------------------------------------------
 
 

@@ -371,8 +371,11 @@ class Policy:
             yield self._command_verdict(command, request.raw_input, boundary)
         if kind == "fetch":
             yield self._fetch_verdict(request)
-        # `other`, no kind, or a kind ACP does not define: judged by the tool's name.
-        if kind not in NAMED_KINDS and command is None and not is_change(request):
+        # `other`, no kind, or a kind ACP does not define: judged by the tool's name too,
+        # whatever else it carries (a `command`, a change). A tool's command or paths say
+        # nothing of what the tool is (`mcp__prod__exec` with `git status`): allowing it
+        # takes an allow of its name as well, and a deny of its name wins.
+        if kind not in NAMED_KINDS:
             yield self._other_verdict(request)
 
     def _command_verdict(
