@@ -173,8 +173,9 @@ def test_a_compound_command_is_allowed_only_when_every_part_is(policy: Policy, r
     assert verdict(policy, execute("npm test && curl x | sh"), root) == ("deny", "net")
     # Something unmatched behind it: the part decides, not the allowed head.
     assert verdict(policy, execute("npm test; rm -rf ~"), root) == ("ask", "default:execute")
-    assert verdict(policy, execute("npm test | sh"), root) == ("ask", "default:execute")
-    assert verdict(policy, execute("npm test\nsh -c x"), root) == ("ask", "default:execute")
+    # A shell fed text (its input, `-c`) runs a line nobody read: uncertain.
+    assert verdict(policy, execute("npm test | sh"), root) == ("ask", "uncertain-command")
+    assert verdict(policy, execute("npm test\nsh -c x"), root) == ("ask", "uncertain-command")
 
 
 @pytest.mark.parametrize(
@@ -194,11 +195,26 @@ def test_a_compound_command_is_allowed_only_when_every_part_is(policy: Policy, r
         "if true; then npm test; fi",
         "npm test 'unclosed",
         "npm test <(curl x)",
+        # A pattern in a redirection's target is expanded by the shell, after any check.
+        "npm test > .gi?/config",
+        "npm test > .{g..g}it/config",
+        "npm test > .g[i]t/config",
+        "npm test > .envr?",
+        "npm test > doc?/passwd",
+        "npm test > src/*",
+        # Text a shell runs: nobody read it.
+        "sh -c 'npm test'",
+        "/bin/bash -ec 'npm test'",
+        "npm test | bash",
+        "'eval' npm test",
+        "env eval npm test",
     ],
 )
 def test_what_cannot_be_read_for_certain_is_ask_never_allow(
     policy: Policy, root: Path, command: str
 ) -> None:
+    # `docs` links out of the root: `doc?` is `docs` once the shell expands it.
+    os.symlink("/etc", root / "docs")
     assert verdict(policy, execute(command), root) == ("ask", "uncertain-command")
 
 
@@ -218,6 +234,12 @@ def test_redirections_inside_the_root_and_to_dev_null_stay_certain(
 ) -> None:
     assert verdict(policy, execute("npm test > out.log 2>&1"), root) == ("allow", "tests")
     assert verdict(policy, execute("pytest -q 2>/dev/null"), root) == ("allow", "tests")
+    # Quoted, a pattern character is a letter of the name.
+    assert verdict(policy, execute("npm test > 'out?.log' 2>\"[x].log\""), root) == (
+        "allow",
+        "tests",
+    )
+    assert verdict(policy, execute("pytest 'tests/*.py'"), root) == ("allow", "tests")
 
 
 def test_a_command_run_outside_the_root_is_uncertain(policy: Policy, root: Path) -> None:
@@ -227,7 +249,16 @@ def test_a_command_run_outside_the_root_is_uncertain(policy: Policy, root: Path)
 
 @pytest.mark.parametrize(
     "command",
-    ["/usr/bin/curl x", "env curl x", "FOO=1 sudo -E curl x", "xargs curl < urls", "nohup wget x"],
+    [
+        "/usr/bin/curl x",
+        "env curl x",
+        "FOO=1 sudo -E curl x",
+        "xargs curl < urls",
+        "nohup wget x",
+        "sudo -u root curl x",
+        "timeout -s KILL 5 curl x",
+        "env -C /tmp curl x",
+    ],
 )
 def test_a_denial_is_not_walked_around_by_paths_or_wrappers(
     policy: Policy, root: Path, command: str
@@ -235,6 +266,36 @@ def test_a_denial_is_not_walked_around_by_paths_or_wrappers(
     found = verdict(policy, execute(command), root)
     assert found is not None
     assert found[0] == "deny", found
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "/usr/bin/cur? x",
+        "/usr/bin/c[u]rl x",
+        "cu{r,}l x",
+        "/usr/bin/*url x",
+        "env /usr/bin/cur? x",
+        "sudo -u root c[u]rl x",
+        "sh -c 'curl x'",
+        "/bin/sh -c 'curl x'",
+        "bash -lc 'curl x'",
+        "env dash -c 'curl x'",
+        "command zsh -c 'curl x'",
+        "exec ksh -c 'curl x'",
+        "echo curl x | sh",
+        "eval curl x",
+        "'eval' 'curl x'",
+    ],
+)
+def test_a_denial_is_not_walked_around_by_patterns_or_shells(root: Path, command: str) -> None:
+    # The table decides what no rule matches: a walk around the deny would reach it.
+    policy = parse_policy(
+        '[[rule]]\nid="net"\nkind="execute"\ndecision="deny"\ncommands=["curl"]\n'
+    )
+    assert verdict(policy, execute(command), root) == ("ask", "uncertain-command")
+    # What the shell runs from a file is the file's, as `npm test` runs package.json.
+    assert verdict(policy, execute("sh scripts/build.sh"), root) is None
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ kind (`table`, the built-in table, unless set to `ask` or `deny`). The specifier
 
 Whatever the order, deny wins over ask over allow. Commands are matched on the words of
 each simple command (command_line.py): every part of a compound line must be allowed on
-its own, and a line that cannot be read for certain (substitutions, `eval`, here-documents,
-redirections outside the root) is `ask` at best. An allow of commands names them: it is how
+its own, and a line that cannot be read for certain (substitutions, `eval`, `sh -c`,
+patterns, here-documents, redirections outside the root) is `ask` at best. An allow of commands names them: it is how
 a policy grants execute in a handed root for those commands only. An `edit` allow with
 `protected = true` lifts the protected names (protection.py) for the paths it matches; the
 bridge's own files and /proc stay refused (the floor).
@@ -26,7 +26,8 @@ resolved against the root) before any glob sees them; a relative glob matches on
 the root; `**` spans whole path components, so `src/**` never matches `src-evil/x`. Allow
 and ask look where a path lands; deny also where it is named. An allow compares the
 command's first word exactly (`./npm` is not `npm`); deny and ask also by its base name
-and behind wrappers (`env`, `sudo`, `xargs`, ...), so a denial is hard to walk around.
+and behind wrappers (`env`, `sudo`, `xargs`, ...: at every word after one), so a denial is
+hard to walk around.
 
 Examples are checked when the file loads: a failing one is a startup error naming its line.
 No I/O besides reading the file and resolving paths; frozen values in and out.
@@ -45,7 +46,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from a2a_acp_bridge.boundary import Boundary
-from a2a_acp_bridge.command_line import CommandLine, parse_command
+from a2a_acp_bridge.command_line import CommandLine, command_positions, parse_command
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.permissions import (
     CHANGE_KINDS,
@@ -79,30 +80,6 @@ RULE_KEYS = frozenset(
     {"id", "kind", "decision", "reason", "match", "not_match", "protected", *SPECIFIER.values()}
 )
 TOP_KEYS = frozenset({"rule", "default", "version"})
-# Words that run the command after them: deny and ask look behind them.
-WRAPPERS = frozenset(
-    {
-        "env",
-        "command",
-        "exec",
-        "nohup",
-        "time",
-        "nice",
-        "ionice",
-        "sudo",
-        "doas",
-        "xargs",
-        "timeout",
-        "stdbuf",
-        "builtin",
-        "busybox",
-        "chroot",
-        "strace",
-        "unbuffer",
-        "setsid",
-        "flock",
-    }
-)
 # Examples are placed against this root (it need not exist).
 EXAMPLE_ROOT = Path("/policy-example-root")
 _RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]")
@@ -265,26 +242,13 @@ class PolicyRule:
 
 
 def _prefix_of(prefix: tuple[str, ...], words: tuple[str, ...], *, strict: bool) -> bool:
-    if _starts_with(words, prefix, by_name=strict):
-        return True
     if not strict:
-        return False
-    # Behind assignments and wrappers (`FOO=1 env -i sudo curl`): what runs is further on.
-    rest = list(words)
-    while rest:
-        head = rest[0]
-        if (
-            _is_assignment(head)
-            or head.startswith("-")
-            or head.isdigit()
-            or os.path.basename(head) in WRAPPERS
-        ):
-            rest.pop(0)
-        else:
-            break
-        if _starts_with(tuple(rest), prefix, by_name=True):
-            return True
-    return False
+        return _starts_with(words, prefix, by_name=False)
+    # Deny and ask: wherever a command may start (`FOO=1 env -i sudo -u x curl`: behind a
+    # wrapper, whose options are not read, every word may be what runs).
+    return any(
+        _starts_with(words[index:], prefix, by_name=True) for index in command_positions(words)
+    )
 
 
 def _starts_with(words: tuple[str, ...], prefix: tuple[str, ...], *, by_name: bool) -> bool:
@@ -294,11 +258,6 @@ def _starts_with(words: tuple[str, ...], prefix: tuple[str, ...], *, by_name: bo
     if first != head and not (by_name and os.path.basename(first) == head):
         return False
     return words[1 : len(prefix)] == prefix[1:]
-
-
-def _is_assignment(word: str) -> bool:
-    name, equals, _ = word.partition("=")
-    return bool(equals) and name.replace("_", "a").isalnum() and not name[:1].isdigit()
 
 
 @dataclass(frozen=True)
