@@ -56,11 +56,17 @@ commands = ["curl"]
 reason = "no network"
 
 [[rule]]
-id = "dotgit"
+id = "vscode"
 kind = "edit"
 decision = "allow"
 paths = [".vscode/**"]
 protected = true
+
+[[rule]]
+id = "src"
+kind = "edit"
+decision = "allow"
+paths = ["src/**"]
 """
 )
 OPTIONS = [
@@ -250,6 +256,32 @@ async def test_a_policy_lifts_a_protected_path_only_where_it_says_so(tmp_path: P
     assert (chosen, seen(state).rule) == ("allow-once", "policy")
     chosen, state, _ = await ask_client(DecisionChain(), boundary, workflow)
     assert (chosen, seen(state).rule) == ("reject", "protected-path")
+
+
+def edit_of(*paths: str) -> dict[str, Any]:
+    locations = [{"path": path} for path in paths]
+    return {"toolCallId": "e", "title": "Edit", "kind": "edit", "locations": locations}
+
+
+async def test_a_lifted_protected_name_is_lifted_for_no_path_its_rule_does_not_match(
+    tmp_path: Path,
+) -> None:
+    chain = DecisionChain(policy=POLICY)
+    boundary = handed(tmp_path)
+    # `src/**` allows this edit but lifts nothing: the floor refuses `.vscode` in it.
+    nested = "src/.vscode/tasks.json"
+    chosen, state, _ = await ask_client(chain, boundary, edit_of(nested))
+    assert (chosen, seen(state).rule) == ("reject", "protected-path")
+    # Beside a path the protecting rule matches, it is refused all the same.
+    chosen, state, _ = await ask_client(chain, boundary, edit_of(".vscode/settings.json", nested))
+    event = seen(state)
+    assert (chosen, event.rule) == ("reject", "protected-path")
+    assert event.refusal is not None
+    assert "inside .vscode" in event.refusal.reason
+    # Two paths the protecting rule matches, and one with no protected name: allowed.
+    both = edit_of(".vscode/settings.json", ".vscode/tasks.json", "src/app.py")
+    chosen, state, _ = await ask_client(chain, boundary, both)
+    assert (chosen, seen(state).rule) == ("allow-once", "policy")
 
 
 async def test_shadow_mode_runs_the_policy_but_the_table_decides(tmp_path: Path) -> None:

@@ -388,7 +388,11 @@ class Policy:
             return None
         rules = self.rules_of(kind)
         verdicts: list[PolicyVerdict | None] = []
+        # Protected names a protecting rule opens for some path, and those another path
+        # holds without one. The floor lifts a name for the whole request, so a name is
+        # lifted only when no path of it holds the name unprotected.
         lifted: set[str] = set()
+        kept: set[str] = set()
         for path in paths:
             found = locate(path, boundary.root)
             if found.resolved is None:
@@ -412,11 +416,14 @@ class Policy:
             ]
             verdict = _strictest(matching)
             verdicts.append(verdict)
-            if verdict is not None and verdict.decision == "allow":
-                protecting = [r for r in matching if r.protected]
-                if protecting and relative is not None:
-                    lifted.update(_protected_names(relative))
+            # Where it lands, a protecting rule's match opens its names; as named (a link
+            # named `.git` is where git looks), and without one, nothing is opened.
+            held = _protected_names(relative) | _protected_names(named_relative)
+            opened = _protected_names(relative) if any(r.protected for r in matching) else set()
+            lifted |= opened
+            kept |= held - opened
         combined = _combine(verdicts)
+        lifted -= kept
         if combined is not None and combined.decision == "allow" and lifted:
             return PolicyVerdict(
                 combined.decision, combined.rule, combined.reason, frozenset(lifted)
@@ -491,8 +498,11 @@ def _relative(path: Path, root: Path) -> str | None:
     return str(relative) if relative.parts else ""
 
 
-def _protected_names(relative: str) -> set[str]:
-    names = set()
+def _protected_names(relative: str | None) -> set[str]:
+    """The protected names (case-folded) a path under the root passes through."""
+    names: set[str] = set()
+    if relative is None:
+        return names
     for part in Path(relative).parts:
         entry = protected_name(part)
         if entry is not None:
