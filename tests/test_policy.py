@@ -21,6 +21,7 @@ from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.permissions import PermissionRequest
 from a2a_acp_bridge.policy import Policy, PolicyError, load_policy, parse_policy
+from a2a_acp_bridge.protection import Protection
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "policy-handed-repo.toml"
 
@@ -240,6 +241,27 @@ def test_redirections_inside_the_root_and_to_dev_null_stay_certain(
         "tests",
     )
     assert verdict(policy, execute("pytest 'tests/*.py'"), root) == ("allow", "tests")
+
+
+def test_a_redirection_target_is_judged_as_the_floor_judges_a_change(
+    policy: Policy, root: Path
+) -> None:
+    state = root / "state"
+    state.mkdir()
+    own = Boundary(root, owned=False, protection=Protection(bridge_files=(state,)))
+    redirect = execute("npm test > state/tasks.db")
+    assert verdict(policy, redirect, root) == ("allow", "tests")
+    # The bridge's own files, inside the root, are never the agent's to write.
+    found = policy.evaluate(redirect, own)
+    assert found is not None
+    assert (found.decision, found.rule) == ("ask", "uncertain-command")
+    # A protected name the operator opened (ACP_WRITABLE_PROTECTED) is open to it too.
+    hook = execute("npm test > .vscode/out.log")
+    assert verdict(policy, hook, root) == ("ask", "uncertain-command")
+    opened = Boundary(root, owned=False, protection=Protection(writable=frozenset({".vscode"})))
+    found = policy.evaluate(hook, opened)
+    assert found is not None
+    assert (found.decision, found.rule) == ("allow", "tests")
 
 
 def test_a_command_run_outside_the_root_is_uncertain(policy: Policy, root: Path) -> None:

@@ -16,10 +16,11 @@ kind (`table`, the built-in table, unless set to `ask` or `deny`). The specifier
 Whatever the order, deny wins over ask over allow. Commands are matched on the words of
 each simple command (command_line.py): every part of a compound line must be allowed on
 its own, and a line that cannot be read for certain (substitutions, `eval`, `sh -c`,
-patterns, here-documents, redirections outside the root) is `ask` at best. An allow of commands names them: it is how
-a policy grants execute in a handed root for those commands only. An `edit` allow with
-`protected = true` lifts the protected names (protection.py) for the paths it matches; the
-bridge's own files and /proc stay refused (the floor).
+patterns, here-documents, redirections outside the root or refused by the floor as a
+change would be) is `ask` at best. An allow of commands names them: it is how a policy
+grants execute in a handed root for those commands only. An `edit` allow with `protected =
+true` lifts the protected names (protection.py) for the paths it matches, when no other path
+of the request holds them; the bridge's own files and /proc stay refused (the floor).
 
 Paths are placed as the table places them (permissions.locate: `..` collapsed, symlinks
 resolved against the root) before any glob sees them; a relative glob matches only inside
@@ -52,7 +53,11 @@ from a2a_acp_bridge.permissions import (
     CHANGE_KINDS,
     MODE_KIND,
     PermissionRequest,
+    Supervision,
+    _under,
+    floor,
     is_change,
+    is_inside,
     locate,
     named_paths,
 )
@@ -80,6 +85,8 @@ RULE_KEYS = frozenset(
     {"id", "kind", "decision", "reason", "match", "not_match", "protected", *SPECIFIER.values()}
 )
 TOP_KEYS = frozenset({"rule", "default", "version"})
+# The tool call id of the change a redirection's target is judged as (never sent).
+REDIRECT_CALL_ID = "redirection"
 # Examples are placed against this root (it need not exist).
 EXAMPLE_ROOT = Path("/policy-example-root")
 _RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]")
@@ -487,10 +494,6 @@ def _combine(verdicts: Sequence[PolicyVerdict | None]) -> PolicyVerdict | None:
     return None
 
 
-def _under(path: Path, base: Path) -> bool:
-    return path == base or base in path.parents
-
-
 def _relative(path: Path, root: Path) -> str | None:
     if not _under(path, root):
         return None
@@ -511,11 +514,14 @@ def _protected_names(relative: str | None) -> set[str]:
 
 
 def _redirect_ok(target: str, cwd: Path, boundary: Boundary) -> bool:
-    found = locate(target, cwd)
-    if found.resolved is None or found.special or not _under(found.resolved, boundary.root):
+    """A redirection writes its target: it must land inside the root, and pass the floor
+    as a change of that path would (protected names but those the operator opened, the
+    bridge's own files, /proc)."""
+    path = os.path.join(cwd, target)
+    if not is_inside(path, boundary.root):
         return False
-    relative = found.resolved.relative_to(boundary.root)
-    return not any(protected_name(part) is not None for part in relative.parts)
+    write = PermissionRequest(REDIRECT_CALL_ID, kind="edit", locations=(path,))
+    return floor(write, boundary, Supervision()) is None
 
 
 def _cwd_of(raw_input: Any) -> object:
