@@ -175,6 +175,9 @@ class PolicyRule:
     paths: tuple[Glob, ...] = ()
     hosts: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
+    # Per entry of `tools`: its glob (compiled at load) when it holds a `*`, else None (the
+    # name is compared exactly).
+    tool_globs: tuple[Glob | None, ...] = ()
     protected: bool = False
     match: tuple[str, ...] = ()
     not_match: tuple[str, ...] = ()
@@ -242,8 +245,8 @@ class PolicyRule:
     def matches_tool(self, names: Iterable[str]) -> bool:
         candidates = [name for name in names if name]
         return any(
-            Glob.compile(tool).matches(name, fold=True) if "*" in tool else tool == name
-            for tool in self.tools
+            glob.matches(name, fold=True) if glob is not None else tool == name
+            for tool, glob in zip(self.tools, self.tool_globs, strict=True)
             for name in candidates
         )
 
@@ -559,9 +562,9 @@ def tool_name_of(request: PermissionRequest) -> str | None:
     return None
 
 
-def fetch_hosts(request: PermissionRequest) -> tuple[str, ...] | None:
-    """The hosts a fetch names, lower-case; () when none can be read, and None... never:
-    a URL whose host cannot be read with certainty makes the whole tuple empty."""
+def fetch_hosts(request: PermissionRequest) -> tuple[str, ...]:
+    """The hosts a fetch names, lower-case; () when none can be read, and also when a URL's
+    host cannot be read with certainty (the fetch then names no host to check)."""
     urls: list[str] = []
     raw = request.raw_input
     if isinstance(raw, Mapping):
@@ -753,6 +756,7 @@ def _rule(
         fields["hosts"] = tuple(hosts)
     else:
         fields["tools"] = tuple(values)
+        fields["tool_globs"] = tuple(Glob.compile(v) if "*" in v else None for v in values)
     return PolicyRule(
         id=rule_id,
         kind=kind,
