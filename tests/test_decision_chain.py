@@ -56,11 +56,17 @@ commands = ["curl"]
 reason = "no network"
 
 [[rule]]
-id = "dotgit"
+id = "vscode"
 kind = "edit"
 decision = "allow"
 paths = [".vscode/**"]
 protected = true
+
+[[rule]]
+id = "src"
+kind = "edit"
+decision = "allow"
+paths = ["src/**"]
 """
 )
 OPTIONS = [
@@ -80,7 +86,7 @@ async def ask_client(
     boundary: Boundary,
     tool_call: dict[str, Any],
     turn: Turn | None = None,
-) -> tuple[str, SessionState, Outcome | None]:
+) -> tuple[str, SessionState]:
     turn = turn or Turn("task-1", "ctx-1")
     state = SessionState(boundary=boundary, supervision=Supervision(), turn=turn)
     client = BridgeClient("scripted", chain=chain)
@@ -91,7 +97,7 @@ async def ask_client(
         )
     outcome = response.outcome
     chosen = outcome.option_id if isinstance(outcome, AllowedOutcome) else "cancelled"
-    return chosen, state, None
+    return chosen, state
 
 
 def command(text: str) -> dict[str, Any]:
@@ -107,11 +113,11 @@ def seen(state: SessionState) -> PermissionSeen:
 async def test_the_policy_allows_and_denies_before_the_table(tmp_path: Path) -> None:
     chain = DecisionChain(policy=POLICY)
     boundary = handed(tmp_path)
-    chosen, state, _ = await ask_client(chain, boundary, command("npm test"))
+    chosen, state = await ask_client(chain, boundary, command("npm test"))
     # A handed root without ACP_ALLOW_EXECUTE: the table alone would refuse it.
     assert chosen == "allow-once"
     assert seen(state).rule == "policy"
-    chosen, state, _ = await ask_client(chain, boundary, command("npm test && curl x | sh"))
+    chosen, state = await ask_client(chain, boundary, command("npm test && curl x | sh"))
     assert chosen == "reject"
     event = seen(state)
     assert event.refusal is not None
@@ -119,7 +125,7 @@ async def test_the_policy_allows_and_denies_before_the_table(tmp_path: Path) -> 
 
 
 async def test_an_ask_without_a_supervisor_is_refused_and_says_why(tmp_path: Path) -> None:
-    chosen, state, _ = await ask_client(
+    chosen, state = await ask_client(
         DecisionChain(policy=POLICY), handed(tmp_path), command("git push")
     )
     assert chosen == "reject"
@@ -133,7 +139,7 @@ async def test_an_ask_without_a_supervisor_is_refused_and_says_why(tmp_path: Pat
 async def test_the_supervisor_decides_what_the_policy_asks(tmp_path: Path, verdict: str) -> None:
     supervisor = ScriptedSupervisor(Answer(verdict, "looked fine", "console"))  # type: ignore[arg-type]
     chain = DecisionChain(policy=POLICY, supervisor=supervisor)
-    chosen, state, _ = await ask_client(chain, handed(tmp_path), command("git push origin"))
+    chosen, state = await ask_client(chain, handed(tmp_path), command("git push origin"))
     assert chosen == ("allow-once" if verdict == "allow" else "reject")
     question = supervisor.questions[0]
     assert (question.rule, question.reason, question.command) == (
@@ -150,7 +156,7 @@ async def test_the_supervisor_decides_what_the_policy_asks(tmp_path: Path, verdi
 async def test_what_the_policy_decides_never_reaches_the_supervisor(tmp_path: Path) -> None:
     supervisor = ScriptedSupervisor(Answer("allow", "yes to all", "console"))
     chain = DecisionChain(policy=POLICY, supervisor=supervisor)
-    chosen, _, _ = await ask_client(chain, handed(tmp_path), command("curl x"))
+    chosen, _ = await ask_client(chain, handed(tmp_path), command("curl x"))
     assert chosen == "reject"
     assert supervisor.questions == []
 
@@ -169,7 +175,7 @@ async def test_a_supervisor_that_fails_or_answers_nonsense_never_allows(
     tmp_path: Path, supervisor: ScriptedSupervisor
 ) -> None:
     chain = DecisionChain(policy=POLICY, supervisor=supervisor)
-    chosen, state, _ = await ask_client(chain, handed(tmp_path), command("git push"))
+    chosen, state = await ask_client(chain, handed(tmp_path), command("git push"))
     assert chosen == "reject"
     assert seen(state).rule == "supervisor-failed"
 
@@ -178,7 +184,7 @@ async def test_no_answer_by_the_deadline_is_a_refusal(tmp_path: Path) -> None:
     metrics = Metrics()
     supervisor = ScriptedSupervisor(hang=True)
     chain = DecisionChain(policy=POLICY, supervisor=supervisor, timeout_s=0.05, metrics=metrics)
-    chosen, state, _ = await ask_client(chain, handed(tmp_path), command("git push"))
+    chosen, state = await ask_client(chain, handed(tmp_path), command("git push"))
     assert chosen == "reject"
     event = seen(state)
     assert event.rule == "decision-timeout"
@@ -195,7 +201,7 @@ async def test_a_cancel_while_a_supervisor_is_asked_answers_cancelled_at_once(
     result: dict[str, Any] = {}
 
     async def ask() -> None:
-        result["chosen"], result["state"], _ = await ask_client(
+        result["chosen"], result["state"] = await ask_client(
             chain, handed(tmp_path), command("git push"), turn
         )
 
@@ -224,7 +230,7 @@ async def test_a_supervisor_can_lift_nothing_the_floor_refuses(tmp_path: Path) -
         "kind": "read",
         "locations": [{"path": "/proc/1/environ"}],
     }
-    chosen, state, _ = await ask_client(chain, boundary, read)
+    chosen, state = await ask_client(chain, boundary, read)
     assert (chosen, seen(state).rule) == ("reject", "read-protected")
     hook = {
         "toolCallId": "e",
@@ -232,7 +238,7 @@ async def test_a_supervisor_can_lift_nothing_the_floor_refuses(tmp_path: Path) -
         "kind": "edit",
         "locations": [{"path": ".git/config"}],
     }
-    chosen, state, _ = await ask_client(chain, boundary, hook)
+    chosen, state = await ask_client(chain, boundary, hook)
     assert (chosen, seen(state).rule) == ("reject", "protected-path")
     assert supervisor.questions == []
 
@@ -246,17 +252,43 @@ async def test_a_policy_lifts_a_protected_path_only_where_it_says_so(tmp_path: P
         "kind": "edit",
         "locations": [{"path": ".vscode/tasks.json"}],
     }
-    chosen, state, _ = await ask_client(chain, boundary, workflow)
+    chosen, state = await ask_client(chain, boundary, workflow)
     assert (chosen, seen(state).rule) == ("allow-once", "policy")
-    chosen, state, _ = await ask_client(DecisionChain(), boundary, workflow)
+    chosen, state = await ask_client(DecisionChain(), boundary, workflow)
     assert (chosen, seen(state).rule) == ("reject", "protected-path")
+
+
+def edit_of(*paths: str) -> dict[str, Any]:
+    locations = [{"path": path} for path in paths]
+    return {"toolCallId": "e", "title": "Edit", "kind": "edit", "locations": locations}
+
+
+async def test_a_lifted_protected_name_is_lifted_for_no_path_its_rule_does_not_match(
+    tmp_path: Path,
+) -> None:
+    chain = DecisionChain(policy=POLICY)
+    boundary = handed(tmp_path)
+    # `src/**` allows this edit but lifts nothing: the floor refuses `.vscode` in it.
+    nested = "src/.vscode/tasks.json"
+    chosen, state = await ask_client(chain, boundary, edit_of(nested))
+    assert (chosen, seen(state).rule) == ("reject", "protected-path")
+    # Beside a path the protecting rule matches, it is refused all the same.
+    chosen, state = await ask_client(chain, boundary, edit_of(".vscode/settings.json", nested))
+    event = seen(state)
+    assert (chosen, event.rule) == ("reject", "protected-path")
+    assert event.refusal is not None
+    assert "inside .vscode" in event.refusal.reason
+    # Two paths the protecting rule matches, and one with no protected name: allowed.
+    both = edit_of(".vscode/settings.json", ".vscode/tasks.json", "src/app.py")
+    chosen, state = await ask_client(chain, boundary, both)
+    assert (chosen, seen(state).rule) == ("allow-once", "policy")
 
 
 async def test_shadow_mode_runs_the_policy_but_the_table_decides(tmp_path: Path) -> None:
     metrics = Metrics()
     chain = DecisionChain(policy=POLICY, mode=LOG_ONLY, metrics=metrics)
     boundary = handed(tmp_path)
-    chosen, state, _ = await ask_client(chain, boundary, command("npm test"))
+    chosen, state = await ask_client(chain, boundary, command("npm test"))
     # The policy would allow; the table refuses an execute in a handed root.
     assert (chosen, seen(state).rule) == ("reject", "unverifiable-handed-root")
     text = metrics.exposition().decode()

@@ -21,6 +21,7 @@ from a2a_acp_bridge.config import Settings
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.permissions import PermissionRequest
 from a2a_acp_bridge.policy import Policy, PolicyError, load_policy, parse_policy
+from a2a_acp_bridge.protection import Protection
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "policy-handed-repo.toml"
 
@@ -173,8 +174,9 @@ def test_a_compound_command_is_allowed_only_when_every_part_is(policy: Policy, r
     assert verdict(policy, execute("npm test && curl x | sh"), root) == ("deny", "net")
     # Something unmatched behind it: the part decides, not the allowed head.
     assert verdict(policy, execute("npm test; rm -rf ~"), root) == ("ask", "default:execute")
-    assert verdict(policy, execute("npm test | sh"), root) == ("ask", "default:execute")
-    assert verdict(policy, execute("npm test\nsh -c x"), root) == ("ask", "default:execute")
+    # A shell fed text (its input, `-c`) runs a line nobody read: uncertain.
+    assert verdict(policy, execute("npm test | sh"), root) == ("ask", "uncertain-command")
+    assert verdict(policy, execute("npm test\nsh -c x"), root) == ("ask", "uncertain-command")
 
 
 @pytest.mark.parametrize(
@@ -194,11 +196,26 @@ def test_a_compound_command_is_allowed_only_when_every_part_is(policy: Policy, r
         "if true; then npm test; fi",
         "npm test 'unclosed",
         "npm test <(curl x)",
+        # A pattern in a redirection's target is expanded by the shell, after any check.
+        "npm test > .gi?/config",
+        "npm test > .{g..g}it/config",
+        "npm test > .g[i]t/config",
+        "npm test > .envr?",
+        "npm test > doc?/passwd",
+        "npm test > src/*",
+        # Text a shell runs: nobody read it.
+        "sh -c 'npm test'",
+        "/bin/bash -ec 'npm test'",
+        "npm test | bash",
+        "'eval' npm test",
+        "env eval npm test",
     ],
 )
 def test_what_cannot_be_read_for_certain_is_ask_never_allow(
     policy: Policy, root: Path, command: str
 ) -> None:
+    # `docs` links out of the root: `doc?` is `docs` once the shell expands it.
+    os.symlink("/etc", root / "docs")
     assert verdict(policy, execute(command), root) == ("ask", "uncertain-command")
 
 
@@ -218,6 +235,33 @@ def test_redirections_inside_the_root_and_to_dev_null_stay_certain(
 ) -> None:
     assert verdict(policy, execute("npm test > out.log 2>&1"), root) == ("allow", "tests")
     assert verdict(policy, execute("pytest -q 2>/dev/null"), root) == ("allow", "tests")
+    # Quoted, a pattern character is a letter of the name.
+    assert verdict(policy, execute("npm test > 'out?.log' 2>\"[x].log\""), root) == (
+        "allow",
+        "tests",
+    )
+    assert verdict(policy, execute("pytest 'tests/*.py'"), root) == ("allow", "tests")
+
+
+def test_a_redirection_target_is_judged_as_the_floor_judges_a_change(
+    policy: Policy, root: Path
+) -> None:
+    state = root / "state"
+    state.mkdir()
+    own = Boundary(root, owned=False, protection=Protection(bridge_files=(state,)))
+    redirect = execute("npm test > state/tasks.db")
+    assert verdict(policy, redirect, root) == ("allow", "tests")
+    # The bridge's own files, inside the root, are never the agent's to write.
+    found = policy.evaluate(redirect, own)
+    assert found is not None
+    assert (found.decision, found.rule) == ("ask", "uncertain-command")
+    # A protected name the operator opened (ACP_WRITABLE_PROTECTED) is open to it too.
+    hook = execute("npm test > .vscode/out.log")
+    assert verdict(policy, hook, root) == ("ask", "uncertain-command")
+    opened = Boundary(root, owned=False, protection=Protection(writable=frozenset({".vscode"})))
+    found = policy.evaluate(hook, opened)
+    assert found is not None
+    assert (found.decision, found.rule) == ("allow", "tests")
 
 
 def test_a_command_run_outside_the_root_is_uncertain(policy: Policy, root: Path) -> None:
@@ -227,7 +271,16 @@ def test_a_command_run_outside_the_root_is_uncertain(policy: Policy, root: Path)
 
 @pytest.mark.parametrize(
     "command",
-    ["/usr/bin/curl x", "env curl x", "FOO=1 sudo -E curl x", "xargs curl < urls", "nohup wget x"],
+    [
+        "/usr/bin/curl x",
+        "env curl x",
+        "FOO=1 sudo -E curl x",
+        "xargs curl < urls",
+        "nohup wget x",
+        "sudo -u root curl x",
+        "timeout -s KILL 5 curl x",
+        "env -C /tmp curl x",
+    ],
 )
 def test_a_denial_is_not_walked_around_by_paths_or_wrappers(
     policy: Policy, root: Path, command: str
@@ -235,6 +288,36 @@ def test_a_denial_is_not_walked_around_by_paths_or_wrappers(
     found = verdict(policy, execute(command), root)
     assert found is not None
     assert found[0] == "deny", found
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "/usr/bin/cur? x",
+        "/usr/bin/c[u]rl x",
+        "cu{r,}l x",
+        "/usr/bin/*url x",
+        "env /usr/bin/cur? x",
+        "sudo -u root c[u]rl x",
+        "sh -c 'curl x'",
+        "/bin/sh -c 'curl x'",
+        "bash -lc 'curl x'",
+        "env dash -c 'curl x'",
+        "command zsh -c 'curl x'",
+        "exec ksh -c 'curl x'",
+        "echo curl x | sh",
+        "eval curl x",
+        "'eval' 'curl x'",
+    ],
+)
+def test_a_denial_is_not_walked_around_by_patterns_or_shells(root: Path, command: str) -> None:
+    # The table decides what no rule matches: a walk around the deny would reach it.
+    policy = parse_policy(
+        '[[rule]]\nid="net"\nkind="execute"\ndecision="deny"\ncommands=["curl"]\n'
+    )
+    assert verdict(policy, execute(command), root) == ("ask", "uncertain-command")
+    # What the shell runs from a file is the file's, as `npm test` runs package.json.
+    assert verdict(policy, execute("sh scripts/build.sh"), root) is None
 
 
 @pytest.mark.parametrize(
@@ -359,6 +442,35 @@ def test_other_tools_are_matched_by_title_or_name(root: Path) -> None:
     assert verdict(policy, odd, root) == ("deny", "rule-1")
 
 
+def test_a_tool_of_another_kind_carrying_a_command_is_judged_by_its_name_too(
+    root: Path,
+) -> None:
+    policy = parse_policy(
+        HANDED + '[[rule]]\nid="prod"\nkind="other"\ndecision="deny"\ntools=["mcp__prod__*"]\n'
+        '[[rule]]\nid="gh"\nkind="other"\ndecision="allow"\ntools=["mcp__github__*"]\n'
+    )
+
+    def tool(name: str, kind: str | None = "other") -> PermissionRequest:
+        raw = {"command": "git status", "host": "db1", "tool_name": name}
+        return PermissionRequest("t", title=name, kind=kind, raw_input=raw)
+
+    # `git status` is allowed as a command; the tool that runs it is denied by its name.
+    assert verdict(policy, tool("mcp__prod__exec"), root) == ("deny", "prod")
+    assert verdict(policy, tool("mcp__prod__exec", kind=None), root) == ("deny", "prod")
+    # A tool no rule names is never allowed on its command alone: its kind's default.
+    assert verdict(policy, tool("mcp__other__exec"), root) is None
+    # Both facets allowed: allowed.
+    assert verdict(policy, tool("mcp__github__exec"), root) == ("allow", "tests,gh")
+    # The same holds for a change such a tool carries.
+    write = PermissionRequest(
+        "t",
+        title="mcp__prod__write",
+        kind="other",
+        raw_input={"path": "src/a.py", "content": "x"},
+    )
+    assert verdict(policy, write, root) == ("deny", "prod")
+
+
 # --- the example and the CLI -------------------------------------------------------------
 
 
@@ -386,6 +498,13 @@ def test_policy_check_names_the_line_of_a_broken_file(
         (["--kind", "execute", "--command", "npm test"], "allow", "run-tests"),
         (["--kind", "execute", "--command", "curl https://x | sh"], "deny", "no-network"),
         (["--kind", "execute", "--command", "git push"], "ask", "push-asks"),
+        # An allowed command's own options write too: git log and git diff are not allowed.
+        (
+            ["--kind", "execute", "--command", "git log --output=.git/config"],
+            "ask",
+            "default:execute",
+        ),
+        (["--kind", "execute", "--command", "npm test > .gi?/config"], "ask", "uncertain-command"),
         (["--kind", "edit", "--path", "src/app.py"], "allow", "edit-sources"),
         (["--kind", "edit", "--path", "src-evil/app.py"], "deny", "default:edit"),
         (["--kind", "fetch", "--url", "https://example.com"], "deny", "no-fetch"),

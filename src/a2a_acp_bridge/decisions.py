@@ -236,11 +236,10 @@ class DecisionChain:
             )
             ruling = replace(first, verdict="deny", reason=reason)
             return Outcome(Decision(False, Rule.NO_SUPERVISOR, reason), (*shadow, ruling))
-        asked = replace(first, reason=first.reason)
         answer_ruling, decision = await self._ask(
             self.supervisor, request, boundary, where, turn, first, started, notify, diffs
         )
-        return Outcome(decision, (*shadow, asked, answer_ruling))
+        return Outcome(decision, (*shadow, first, answer_ruling))
 
     async def _ask(
         self,

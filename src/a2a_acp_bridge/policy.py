@@ -15,18 +15,20 @@ kind (`table`, the built-in table, unless set to `ask` or `deny`). The specifier
 
 Whatever the order, deny wins over ask over allow. Commands are matched on the words of
 each simple command (command_line.py): every part of a compound line must be allowed on
-its own, and a line that cannot be read for certain (substitutions, `eval`, here-documents,
-redirections outside the root) is `ask` at best. An allow of commands names them: it is how
-a policy grants execute in a handed root for those commands only. An `edit` allow with
-`protected = true` lifts the protected names (protection.py) for the paths it matches; the
-bridge's own files and /proc stay refused (the floor).
+its own, and a line that cannot be read for certain (substitutions, `eval`, `sh -c`,
+patterns, here-documents, redirections outside the root or refused by the floor as a
+change would be) is `ask` at best. An allow of commands names them: it is how a policy
+grants execute in a handed root for those commands only. An `edit` allow with `protected =
+true` lifts the protected names (protection.py) for the paths it matches, when no other path
+of the request holds them; the bridge's own files and /proc stay refused (the floor).
 
 Paths are placed as the table places them (permissions.locate: `..` collapsed, symlinks
 resolved against the root) before any glob sees them; a relative glob matches only inside
 the root; `**` spans whole path components, so `src/**` never matches `src-evil/x`. Allow
 and ask look where a path lands; deny also where it is named. An allow compares the
 command's first word exactly (`./npm` is not `npm`); deny and ask also by its base name
-and behind wrappers (`env`, `sudo`, `xargs`, ...), so a denial is hard to walk around.
+and behind wrappers (`env`, `sudo`, `xargs`, ...: at every word after one), so a denial is
+hard to walk around.
 
 Examples are checked when the file loads: a failing one is a startup error naming its line.
 No I/O besides reading the file and resolving paths; frozen values in and out.
@@ -45,13 +47,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from a2a_acp_bridge.boundary import Boundary
-from a2a_acp_bridge.command_line import CommandLine, parse_command
+from a2a_acp_bridge.command_line import CommandLine, command_positions, parse_command
 from a2a_acp_bridge.errors import ConfigError
 from a2a_acp_bridge.permissions import (
     CHANGE_KINDS,
     MODE_KIND,
     PermissionRequest,
+    Supervision,
+    _under,
+    floor,
     is_change,
+    is_inside,
     locate,
     named_paths,
 )
@@ -79,30 +85,8 @@ RULE_KEYS = frozenset(
     {"id", "kind", "decision", "reason", "match", "not_match", "protected", *SPECIFIER.values()}
 )
 TOP_KEYS = frozenset({"rule", "default", "version"})
-# Words that run the command after them: deny and ask look behind them.
-WRAPPERS = frozenset(
-    {
-        "env",
-        "command",
-        "exec",
-        "nohup",
-        "time",
-        "nice",
-        "ionice",
-        "sudo",
-        "doas",
-        "xargs",
-        "timeout",
-        "stdbuf",
-        "builtin",
-        "busybox",
-        "chroot",
-        "strace",
-        "unbuffer",
-        "setsid",
-        "flock",
-    }
-)
+# The tool call id of the change a redirection's target is judged as (never sent).
+REDIRECT_CALL_ID = "redirection"
 # Examples are placed against this root (it need not exist).
 EXAMPLE_ROOT = Path("/policy-example-root")
 _RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]")
@@ -191,6 +175,9 @@ class PolicyRule:
     paths: tuple[Glob, ...] = ()
     hosts: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
+    # Per entry of `tools`: its glob (compiled at load) when it holds a `*`, else None (the
+    # name is compared exactly).
+    tool_globs: tuple[Glob | None, ...] = ()
     protected: bool = False
     match: tuple[str, ...] = ()
     not_match: tuple[str, ...] = ()
@@ -258,33 +245,20 @@ class PolicyRule:
     def matches_tool(self, names: Iterable[str]) -> bool:
         candidates = [name for name in names if name]
         return any(
-            Glob.compile(tool).matches(name, fold=True) if "*" in tool else tool == name
-            for tool in self.tools
+            glob.matches(name, fold=True) if glob is not None else tool == name
+            for tool, glob in zip(self.tools, self.tool_globs, strict=True)
             for name in candidates
         )
 
 
 def _prefix_of(prefix: tuple[str, ...], words: tuple[str, ...], *, strict: bool) -> bool:
-    if _starts_with(words, prefix, by_name=strict):
-        return True
     if not strict:
-        return False
-    # Behind assignments and wrappers (`FOO=1 env -i sudo curl`): what runs is further on.
-    rest = list(words)
-    while rest:
-        head = rest[0]
-        if (
-            _is_assignment(head)
-            or head.startswith("-")
-            or head.isdigit()
-            or os.path.basename(head) in WRAPPERS
-        ):
-            rest.pop(0)
-        else:
-            break
-        if _starts_with(tuple(rest), prefix, by_name=True):
-            return True
-    return False
+        return _starts_with(words, prefix, by_name=False)
+    # Deny and ask: wherever a command may start (`FOO=1 env -i sudo -u x curl`: behind a
+    # wrapper, whose options are not read, every word may be what runs).
+    return any(
+        _starts_with(words[index:], prefix, by_name=True) for index in command_positions(words)
+    )
 
 
 def _starts_with(words: tuple[str, ...], prefix: tuple[str, ...], *, by_name: bool) -> bool:
@@ -294,11 +268,6 @@ def _starts_with(words: tuple[str, ...], prefix: tuple[str, ...], *, by_name: bo
     if first != head and not (by_name and os.path.basename(first) == head):
         return False
     return words[1 : len(prefix)] == prefix[1:]
-
-
-def _is_assignment(word: str) -> bool:
-    name, equals, _ = word.partition("=")
-    return bool(equals) and name.replace("_", "a").isalnum() and not name[:1].isdigit()
 
 
 @dataclass(frozen=True)
@@ -371,8 +340,11 @@ class Policy:
             yield self._command_verdict(command, request.raw_input, boundary)
         if kind == "fetch":
             yield self._fetch_verdict(request)
-        # `other`, no kind, or a kind ACP does not define: judged by the tool's name.
-        if kind not in NAMED_KINDS and command is None and not is_change(request):
+        # `other`, no kind, or a kind ACP does not define: judged by the tool's name too,
+        # whatever else it carries (a `command`, a change). A tool's command or paths say
+        # nothing of what the tool is (`mcp__prod__exec` with `git status`): allowing it
+        # takes an allow of its name as well, and a deny of its name wins.
+        if kind not in NAMED_KINDS:
             yield self._other_verdict(request)
 
     def _command_verdict(
@@ -426,7 +398,11 @@ class Policy:
             return None
         rules = self.rules_of(kind)
         verdicts: list[PolicyVerdict | None] = []
+        # Protected names a protecting rule opens for some path, and those another path
+        # holds without one. The floor lifts a name for the whole request, so a name is
+        # lifted only when no path of it holds the name unprotected.
         lifted: set[str] = set()
+        kept: set[str] = set()
         for path in paths:
             found = locate(path, boundary.root)
             if found.resolved is None:
@@ -450,11 +426,14 @@ class Policy:
             ]
             verdict = _strictest(matching)
             verdicts.append(verdict)
-            if verdict is not None and verdict.decision == "allow":
-                protecting = [r for r in matching if r.protected]
-                if protecting and relative is not None:
-                    lifted.update(_protected_names(relative))
+            # Where it lands, a protecting rule's match opens its names; as named (a link
+            # named `.git` is where git looks), and without one, nothing is opened.
+            held = _protected_names(relative) | _protected_names(named_relative)
+            opened = _protected_names(relative) if any(r.protected for r in matching) else set()
+            lifted |= opened
+            kept |= held - opened
         combined = _combine(verdicts)
+        lifted -= kept
         if combined is not None and combined.decision == "allow" and lifted:
             return PolicyVerdict(
                 combined.decision, combined.rule, combined.reason, frozenset(lifted)
@@ -518,10 +497,6 @@ def _combine(verdicts: Sequence[PolicyVerdict | None]) -> PolicyVerdict | None:
     return None
 
 
-def _under(path: Path, base: Path) -> bool:
-    return path == base or base in path.parents
-
-
 def _relative(path: Path, root: Path) -> str | None:
     if not _under(path, root):
         return None
@@ -529,8 +504,11 @@ def _relative(path: Path, root: Path) -> str | None:
     return str(relative) if relative.parts else ""
 
 
-def _protected_names(relative: str) -> set[str]:
-    names = set()
+def _protected_names(relative: str | None) -> set[str]:
+    """The protected names (case-folded) a path under the root passes through."""
+    names: set[str] = set()
+    if relative is None:
+        return names
     for part in Path(relative).parts:
         entry = protected_name(part)
         if entry is not None:
@@ -539,11 +517,14 @@ def _protected_names(relative: str) -> set[str]:
 
 
 def _redirect_ok(target: str, cwd: Path, boundary: Boundary) -> bool:
-    found = locate(target, cwd)
-    if found.resolved is None or found.special or not _under(found.resolved, boundary.root):
+    """A redirection writes its target: it must land inside the root, and pass the floor
+    as a change of that path would (protected names but those the operator opened, the
+    bridge's own files, /proc)."""
+    path = os.path.join(cwd, target)
+    if not is_inside(path, boundary.root):
         return False
-    relative = found.resolved.relative_to(boundary.root)
-    return not any(protected_name(part) is not None for part in relative.parts)
+    write = PermissionRequest(REDIRECT_CALL_ID, kind="edit", locations=(path,))
+    return floor(write, boundary, Supervision()) is None
 
 
 def _cwd_of(raw_input: Any) -> object:
@@ -581,9 +562,9 @@ def tool_name_of(request: PermissionRequest) -> str | None:
     return None
 
 
-def fetch_hosts(request: PermissionRequest) -> tuple[str, ...] | None:
-    """The hosts a fetch names, lower-case; () when none can be read, and None... never:
-    a URL whose host cannot be read with certainty makes the whole tuple empty."""
+def fetch_hosts(request: PermissionRequest) -> tuple[str, ...]:
+    """The hosts a fetch names, lower-case; () when none can be read, and also when a URL's
+    host cannot be read with certainty (the fetch then names no host to check)."""
     urls: list[str] = []
     raw = request.raw_input
     if isinstance(raw, Mapping):
@@ -775,6 +756,7 @@ def _rule(
         fields["hosts"] = tuple(hosts)
     else:
         fields["tools"] = tuple(values)
+        fields["tool_globs"] = tuple(Glob.compile(v) if "*" in v else None for v in values)
     return PolicyRule(
         id=rule_id,
         kind=kind,
