@@ -120,6 +120,10 @@ def leftover_processes(
     if leader is not None and leader.state not in ("Z", "X"):
         if leader.start != record.start:
             return Decision((), (), "the pid was reused by another process")
+        if not marked(record.pid):
+            # The start time alone proves nothing: /proc/<pid>/stat tells it for any process,
+            # so a forged record could name one. Only the marker ties the leader to us.
+            return Decision((), (record.pid,), "the recorded process does not carry the marker")
         return Decision(
             tuple((entry.pid, entry.start) for entry in members), (), "the adapter survived"
         )
@@ -277,18 +281,39 @@ def _glob(directory: Path, pattern: str) -> list[Path]:
 
 
 def _read_record(path: Path) -> ProcessRecord | None:
+    """The record in `path`, or None when it is not one the bridge writes: a record is
+    judged only when every field it is judged by has the form the bridge gives it."""
     try:
         raw = json.loads(path.read_text())
-        return ProcessRecord(
-            pid=int(raw["pid"]),
-            start=str(raw["start"]),
-            marker=str(raw["marker"]),
+        record = ProcessRecord(
+            pid=raw["pid"],
+            start=raw["start"],
+            marker=raw["marker"],
             label=str(raw.get("label", "")),
-            bridge_pid=int(raw["bridge_pid"]),
-            bridge_start=str(raw["bridge_start"]),
+            bridge_pid=raw["bridge_pid"],
+            bridge_start=raw["bridge_start"],
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    well_formed = (
+        _is_int(record.pid)
+        and record.pid > 0
+        and _is_int(record.bridge_pid)
+        and _is_ticks(record.start)
+        and _is_ticks(record.bridge_start)
+        and isinstance(record.marker, str)
+        and record.marker != ""
+    )
+    return record if well_formed else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_ticks(value: object) -> bool:
+    """A start time as /proc/<pid>/stat gives it: ASCII digits."""
+    return isinstance(value, str) and value.isascii() and value.isdigit()
 
 
 def read_member(pid: int) -> Member | None:
