@@ -285,7 +285,7 @@ def test_the_stop_decision_never_names_a_process_that_is_not_certainly_the_adapt
     assert leftover_processes(record, alive, lambda pid: pid == 101).stop == ()
     reused = {100: _member(100, 100, "9000"), 101: _member(101, 100, "9001")}
     assert leftover_processes(record, reused, marked) == Decision(
-        (), (), "the pid was reused by another process"
+        (), (), "the pid was reused by another process", pid_reused=True
     )
     orphans = {
         101: _member(101, 100, "5001"),
