@@ -73,3 +73,29 @@ def test_params_the_schema_refused_name_the_field_not_the_parser_s_words() -> No
     assert "Failed" not in message
     assert "Failed" not in params_problem("'NoneType' object is not iterable")
     assert "NoneType" not in params_problem("'NoneType' object is not iterable")
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "words"),
+    [
+        ("1" * 101, REQUEST, "integer of more than"),
+        ("-" + "9" * 101, REQUEST, "integer of more than"),
+        ("1e999", REQUEST, "out of range"),
+        ('"\\udc00"', REQUEST, "unpaired surrogate"),
+        ('{"\\ud800": 1}', REQUEST, "unpaired surrogate"),
+        ("[" * MAX_DEPTH + "]" * MAX_DEPTH, PARSE, "nests deeper"),
+    ],
+)
+def test_a_fault_among_many_items_is_found_as_among_few(fault: str, kind: str, words: str) -> None:
+    # Wide arrays and objects are looked at type by type, narrow ones item by item.
+    for width in (1, 1000):
+        items = ['"s"', "2.5", "7", "{}", "[]", "null"] * width
+        for body in (
+            f"[{fault}, {', '.join(items)}]",
+            f'{{"k": {fault}, "i": [{", ".join(items)}]}}',
+        ):
+            _value, problem = check_body(body.encode())
+            assert problem is not None, (width, body[:60])
+            assert (problem.kind, words in problem.message) == (kind, True)
+    paired = json.dumps(["\U0001f600"] * 1000, ensure_ascii=True).encode()
+    assert check_body(paired)[1] is None

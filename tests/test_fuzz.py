@@ -5,7 +5,7 @@ Every answer must be a protocol error the bridge wrote (never a 5xx, never Pytho
 exception text, never a stream cut without an error), within a deadline; the server must
 still serve a normal request afterwards, and the client's mistakes must reach the log as
 one line each, without a traceback. The count is bounded and derandomized (the same
-examples on every run); `scripts/fuzz` runs many more with a random seed.
+examples on every run); `bench/fuzz.py` runs many more with a random seed.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from a2a_acp_bridge.leftovers import (
     MARKER_NAME,
     Decision,
     Member,
+    ProcessBook,
     ProcessRecord,
     leftover_processes,
     read_member,
@@ -119,9 +120,11 @@ def _start_group(env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _write_record(directory: Path, pid: int, start: str, marker: str = "m" * 32) -> Path:
+def _write_record(
+    directory: Path, pid: int, start: str, marker: str = "m" * 32, name: str = ""
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{pid}.json"
+    path = directory / f"{name or pid}.json"
     # The bridge that wrote it is gone: pid 0 is never a process.
     record = {"pid": pid, "start": start, "marker": marker, "label": "test"}
     path.write_text(json.dumps({**record, "bridge_pid": 0, "bridge_start": "0"}))
@@ -202,6 +205,67 @@ async def test_a_dead_adapter_s_group_is_stopped_only_where_it_carries_the_marke
                 os.kill(proc.pid, signal.SIGKILL)
 
 
+async def test_a_record_naming_a_live_process_without_the_marker_leaves_it_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Any process's start time is in /proc/<pid>/stat: a forged record can name it truly.
+    stranger = _start_group(dict(os.environ))
+    with reaped(stranger):
+        directory = records_directory(tmp_path / "state")
+        _write_record(directory, stranger.pid, _start_of(stranger.pid), "c" * 32)
+        await ProcessBook(directory).stop_leftovers()
+        assert stranger.poll() is None, "a process without the bridge's marker was signalled"
+        spared = [r for r in caplog.records if r.getMessage().startswith("left running")]
+        assert [getattr(r, "processes", None) for r in spared] == [[stranger.pid]]
+        assert list(directory.glob("*.json")) == []
+
+
+@contextlib.contextmanager
+def _orphaned_group(marker: str) -> Iterator[tuple[int, str, Proc]]:
+    """A group whose leader (a shell) has exited, leaving a marked `sleep` in it: the
+    leader's pid and start time, and the sleep."""
+    leader = subprocess.Popen(
+        ["sh", "-c", f"sleep {SLEEP_S} & echo $!; read x"],
+        env={**os.environ, MARKER_NAME: marker},
+        start_new_session=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert leader.stdout is not None
+    assert leader.stdin is not None
+    child_pid = int(leader.stdout.readline())
+    leader_start = _start_of(leader.pid)
+    child = Proc(child_pid, _start_of(child_pid), "child")
+    try:
+        leader.stdin.close()
+        leader.wait(timeout=10)
+        yield leader.pid, leader_start, child
+    finally:
+        leader.stdout.close()
+        if child.alive():
+            os.kill(child.pid, signal.SIGKILL)
+
+
+async def test_a_malformed_record_is_removed_and_the_records_after_it_are_still_judged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = "d" * 32
+    with _orphaned_group(marker) as (leader_pid, leader_start, child):
+        directory = records_directory(tmp_path / "state")
+        _write_record(directory, leader_pid, leader_start, marker)
+        # Read first (the names sort before the pid's): a start time that is not one.
+        bad = [
+            _write_record(directory, leader_pid, "", marker, name="0"),
+            _write_record(directory, 0, "1", marker, name="00"),
+        ]
+        stopped = await ProcessBook(directory).stop_leftovers()
+        assert stopped == 1
+        assert await gone(child), "the valid record after the malformed ones was not judged"
+        assert list(directory.glob("*.json")) == []
+        removed = [r for r in caplog.records if "unreadable process record" in r.getMessage()]
+        assert sorted(getattr(r, "path", "") for r in removed) == sorted(map(str, bad))
+
+
 def _member(pid: int, pgid: int, start: str, state: str = "S") -> Member:
     return Member(pid=pid, pgid=pgid, sid=pgid, start=start, state=state)
 
@@ -210,16 +274,18 @@ def test_the_stop_decision_never_names_a_process_that_is_not_certainly_the_adapt
     record = ProcessRecord(
         pid=100, start="5000", marker="m", label="x", bridge_pid=1, bridge_start="1"
     )
-    ours = {101, 102}
+    ours = {100, 101, 102}
 
     def marked(pid: int) -> bool:
         return pid in ours
 
     alive = {100: _member(100, 100, "5000"), 101: _member(101, 100, "5001")}
     assert leftover_processes(record, alive, marked).stop == ((100, "5000"), (101, "5001"))
+    # The recorded start time, but not the marker: the record may be forged.
+    assert leftover_processes(record, alive, lambda pid: pid == 101).stop == ()
     reused = {100: _member(100, 100, "9000"), 101: _member(101, 100, "9001")}
     assert leftover_processes(record, reused, marked) == Decision(
-        (), (), "the pid was reused by another process"
+        (), (), "the pid was reused by another process", pid_reused=True
     )
     orphans = {
         101: _member(101, 100, "5001"),

@@ -23,9 +23,11 @@ window between fork and the record is covered by PR_SET_PDEATHSIG, set before ex
 What is stopped is decided by `leftover_processes`, which never touches a process that is
 not certainly the adapter's:
 
-- the recorded pid lives with the recorded start time: the adapter itself survived (no
-  PDEATHSIG: another OS, a setuid adapter). Its group and session are its own, so every
-  member of them is stopped;
+- the recorded pid lives with the recorded start time and carries the record's marker: the
+  adapter itself survived (no PDEATHSIG: another OS, a setuid adapter). Its group and
+  session are its own, so every member of them is stopped. Without the marker nothing is
+  touched and it is logged: any process's start time is readable in /proc/<pid>/stat, so a
+  forged record could name one;
 - the recorded pid lives with another start time: the pid was reused; nothing is touched;
 - the adapter is gone: Linux gives no new process the pid while a group or session of
   that id has a member, so members of that group or session are the adapter's children,
@@ -33,8 +35,10 @@ not certainly the adapter's:
   stopped only if it started after the adapter and carries the bridge's marker in its
   environment (/proc/<pid>/environ); one that does not is left alone and logged.
 
-Not covered: a process that left both the group and the session (`setsid`, a daemon) and
-also dropped the marker from its environment; processes of another user.
+Only members of the adapter's group or session are ever stopped. Not covered: a process
+that left both the group and the session (`setsid`, a daemon), whether or not it kept the
+marker; processes of another user. A record that is not one the bridge writes (a pid not
+above 0, a start time that is not digits) is removed unread.
 """
 
 from __future__ import annotations
@@ -102,6 +106,8 @@ class Decision:
     stop: tuple[tuple[int, str], ...]
     spared: tuple[int, ...]
     reason: str
+    # The recorded pid now names another process: nothing of the record is left.
+    pid_reused: bool = False
 
 
 def leftover_processes(
@@ -119,7 +125,11 @@ def leftover_processes(
     ]
     if leader is not None and leader.state not in ("Z", "X"):
         if leader.start != record.start:
-            return Decision((), (), "the pid was reused by another process")
+            return Decision((), (), "the pid was reused by another process", pid_reused=True)
+        if not marked(record.pid):
+            # The start time alone proves nothing: /proc/<pid>/stat tells it for any process,
+            # so a forged record could name one. Only the marker ties the leader to us.
+            return Decision((), (record.pid,), "the recorded process does not carry the marker")
         return Decision(
             tuple((entry.pid, entry.start) for entry in members), (), "the adapter survived"
         )
@@ -217,7 +227,7 @@ class ProcessBook:
                     "left running: not certainly a previous bridge's adapter",
                     extra={"adapter_pid": record.pid, "processes": list(decision.spared)},
                 )
-            if not decision.stop and not decision.spared and decision.reason.startswith("the pid"):
+            if decision.pid_reused:
                 logger.info(
                     "a process record names a reused pid: nothing was touched",
                     extra={"adapter_pid": record.pid},
@@ -277,18 +287,39 @@ def _glob(directory: Path, pattern: str) -> list[Path]:
 
 
 def _read_record(path: Path) -> ProcessRecord | None:
+    """The record in `path`, or None when it is not one the bridge writes: a record is
+    judged only when every field it is judged by has the form the bridge gives it."""
     try:
         raw = json.loads(path.read_text())
-        return ProcessRecord(
-            pid=int(raw["pid"]),
-            start=str(raw["start"]),
-            marker=str(raw["marker"]),
+        record = ProcessRecord(
+            pid=raw["pid"],
+            start=raw["start"],
+            marker=raw["marker"],
             label=str(raw.get("label", "")),
-            bridge_pid=int(raw["bridge_pid"]),
-            bridge_start=str(raw["bridge_start"]),
+            bridge_pid=raw["bridge_pid"],
+            bridge_start=raw["bridge_start"],
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    well_formed = (
+        _is_int(record.pid)
+        and record.pid > 0
+        and _is_int(record.bridge_pid)
+        and _is_ticks(record.start)
+        and _is_ticks(record.bridge_start)
+        and isinstance(record.marker, str)
+        and record.marker != ""
+    )
+    return record if well_formed else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_ticks(value: object) -> bool:
+    """A start time as /proc/<pid>/stat gives it: ASCII digits."""
+    return isinstance(value, str) and value.isascii() and value.isdigit()
 
 
 def read_member(pid: int) -> Member | None:

@@ -127,7 +127,8 @@ class Metrics:
         )
         self._capacity = Counter(
             f"{PREFIX}_capacity_refusals",
-            "Tasks rejected because a cap was reached (ACP_MAX_SESSIONS or ACP_MAX_QUEUED_TASKS).",
+            "Tasks rejected because a cap was reached (ACP_MAX_SESSIONS, ACP_MAX_QUEUED_TASKS "
+            "or ACP_MAX_SESSIONS_PER_PRINCIPAL).",
             ["limit"],
             registry=r,
         )

@@ -9,7 +9,7 @@ wrong content type, a wrong HTTP method, a path id with odd characters.
 `judge` says what is wrong with an answer: a 5xx, Python's own exception text (codec and
 recursion errors, `NoneType`, exception class names, tracebacks, JSON decoder positions),
 a JSON-RPC error with a code outside the protocol's, a stream that starts and is then cut.
-The test (tests/test_fuzz.py) and the larger run (scripts/fuzz) share both.
+The test (tests/test_fuzz.py) and the larger run (bench/fuzz.py) share both.
 """
 
 from __future__ import annotations

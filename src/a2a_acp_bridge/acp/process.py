@@ -528,8 +528,10 @@ async def spawn(
         except OSError as exc:
             raise AdapterStartError(f"cannot start {label}: {exc.strerror}") from None
         process = AdapterProcess(proc, label, records)
-        if records is not None:
-            records.written(proc.pid, process.start_time or "", label)
+        if records is not None and process.start_time is not None:
+            # Without a start time (no /proc, or the adapter already gone) a record could
+            # never tell the adapter from a successor holding its pid: none is written.
+            records.written(proc.pid, process.start_time, label)
         process._start_watchers()
     logger.info(
         "adapter spawned",
