@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg
 import httpx
 import pytest
 
@@ -429,3 +430,28 @@ async def test_an_answer_streamed_through_another_replica_begins_with_the_task(
     assert answered[0]["task"]["id"] == task_id
     assert state_of(answered[-1]) == "TASK_STATE_COMPLETED"
     assert "thanks" in json.dumps(answered)
+
+
+async def test_a_hand_over_its_dead_receiver_left_is_removed_by_the_reaper(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    dsn = postgres.dsn(postgres_database)
+    async with replicas(tmp_path, postgres.url(postgres_database), 1):
+        now_ns = time.time_ns()
+        db = await asyncpg.connect(dsn)
+        try:
+            for handover_id, created_ns in (("left", now_ns - 3600 * 10**9), ("fresh", now_ns)):
+                await db.execute(
+                    "insert into handovers (id, replica, owner, request, created_ns)"
+                    " values ($1, 'gone-replica', 'default', $2, $3)",
+                    handover_id,
+                    b"a request",
+                    created_ns,
+                )
+        finally:
+            await db.close()
+        with anyio.fail_after(STATE_SEEN_S):
+            while await fetch_rows(dsn, "select id from handovers where id = 'left'"):  # noqa: ASYNC110
+                await anyio.sleep(0.1)  # polled: the reaper runs every REAP_EVERY_S
+        kept = await fetch_rows(dsn, "select id from handovers")
+    assert kept == [("fresh",)]

@@ -220,6 +220,7 @@ class Handover:
                     select(handovers.c.owner, handovers.c.request)
                     .where(
                         handovers.c.id == handover_id,
+                        handovers.c.replica == self.membership.id,
                         handovers.c.task_id.is_(None),
                         handovers.c.error.is_(None),
                     )

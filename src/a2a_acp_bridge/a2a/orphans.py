@@ -6,8 +6,8 @@ looks for unfinished tasks whose replica is no longer alive (its heartbeat older
 A2A_LEASE_TTL_MS, or its row gone) and ends them FAILED with `REPLICA_STOPPED`, in one
 transaction that locks the rows it ends (`FOR UPDATE SKIP LOCKED`): two replicas noticing
 the same death at once end each task once. The dead replicas' rows go in that transaction
-too, with the leases nobody renews. A task is never taken from a replica that is alive,
-however long its turn runs.
+too, with the leases nobody renews and the hand-overs a dead receiver left. A task is
+never taken from a replica that is alive, however long its turn runs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from a2a_acp_bridge.a2a.durable_store import end_task
 from a2a_acp_bridge.a2a.event_log import append_end
 from a2a_acp_bridge.a2a.states import TERMINAL
 from a2a_acp_bridge.cluster.membership import Membership, database_now_ns
-from a2a_acp_bridge.schema import leases, replicas, tasks
+from a2a_acp_bridge.schema import handovers, leases, replicas, tasks
 from a2a_acp_bridge.state import StateDatabase
 from a2a_acp_bridge.state_writer import describe_failure
 
@@ -36,6 +36,10 @@ REPLICA_STOPPED = "The replica running this task stopped."
 # How often each replica looks for a dead one's tasks: a task ends at most this long after
 # its replica's lease ran out.
 REAP_EVERY_S = 0.5
+# A hand-over's row is its receiver's to remove, at most TAKEN_S after writing it; one left
+# this long (by a receiver that died) goes with the dead replicas' rows. Generous: the
+# receiver stamps it with its own clock, compared here with the database's.
+HANDOVER_KEPT_NS = 600 * 10**9
 
 
 class OrphanReaper:
@@ -90,6 +94,10 @@ class OrphanReaper:
             )
             # Leases nobody renews any more (their replica stopped): gone too.
             await conn.execute(delete(leases).where(leases.c.expires_ns < now))
+            # Hand-overs whose receiver died before removing them (each holds a request).
+            await conn.execute(
+                delete(handovers).where(handovers.c.created_ns < now - HANDOVER_KEPT_NS)
+            )
         return ended
 
     async def run(self, on_ended: Callable[[list[TaskStatusUpdateEvent]], Awaitable[None]]) -> None:
