@@ -238,7 +238,7 @@ def build_app(settings: Settings, *, bridge: Bridge | None = None) -> Starlette:
     public = PUBLIC_PATHS | {METRICS_PATH} if settings.metrics_public else PUBLIC_PATHS
     guard = Middleware(
         Guard,
-        tokens=authenticator,
+        auth=authenticator,
         public_paths=public,
         allowed_hosts=settings.host_allowlist(),
         max_body_bytes=settings.max_body_bytes,

@@ -148,7 +148,7 @@ class Guard:
         self,
         app: ASGIApp,
         *,
-        tokens: TokenCheck | Authenticator,
+        auth: Authenticator,
         allowed_hosts: Collection[str] | None,
         max_body_bytes: int,
         on_refusal: Callable[[str], None] = lambda _reason: None,
@@ -157,7 +157,7 @@ class Guard:
         public_paths: Collection[str] = PUBLIC_PATHS,
     ) -> None:
         self.app = app
-        self.auth = tokens if isinstance(tokens, Authenticator) else Authenticator(tokens)
+        self.auth = auth
         self.public_paths = frozenset(public_paths)
         self.allowed_hosts = allowed_hosts
         self.max_body_bytes = max_body_bytes
