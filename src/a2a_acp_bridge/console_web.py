@@ -229,12 +229,12 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc.lower() == request.headers.get("host", "").lower()
 
 
-# The recent decisions from the ledger (every decider's, newest first), when there is one.
+# The recent decisions from the ledger (every decider's, newest first).
 Recent = Callable[[int], list[dict[str, Any]]]
 
 
 def console_routes(
-    console: ConsoleSupervisor, auth: ConsoleAuth, *, recent: Recent | None = None
+    console: ConsoleSupervisor, auth: ConsoleAuth, *, recent: Recent
 ) -> list[BaseRoute]:
     """The console's routes, to mount in the bridge's app. `recent`: the ledger's last
     decisions (ledger_recent), shown beside the console's own."""
@@ -251,7 +251,7 @@ def console_routes(
     def snapshot() -> dict[str, Any]:
         # The console's own outcomes (decided, expired, cancelled), and every other
         # decider's from the ledger (the policy, the table, the webhook), newest first.
-        others = [row for row in (recent(RECENT_SHOWN) if recent else []) if row["by"] != "console"]
+        others = [row for row in recent(RECENT_SHOWN) if row["by"] != "console"]
         rows = sorted([*console.recent(), *others], key=lambda row: row["ended_at"], reverse=True)
         return {"now": time.time(), "waiting": console.waiting(), "recent": rows[:RECENT_SHOWN]}
 
@@ -330,7 +330,7 @@ def console_routes(
                 if sent is None or {**state, "now": 0} != {**sent, "now": 0}:
                     sent = state
                     yield {"event": "state", "data": json.dumps(state)}
-                with anyio.move_on_after(LEDGER_LOOK_S if recent is not None else EVENTS_PING_S):
+                with anyio.move_on_after(LEDGER_LOOK_S):
                     await console.changed(version)
 
         return EventSourceResponse(stream(), ping=EVENTS_PING_S, headers=SECURITY_HEADERS)
@@ -396,12 +396,11 @@ def console_routes(
     ]
 
 
-def ledger_recent(entries: Callable[[int], list[Any]] | None) -> Recent:
-    """The ledger's recent entries (ledger.LedgerEntry) as the console's recent rows (none
-    while the ledger is not open)."""
+def ledger_recent(entries: Callable[[int], list[Any]]) -> Recent:
+    """The ledger's recent entries (ledger.LedgerEntry) as the console's recent rows."""
 
     def rows(limit: int) -> list[dict[str, Any]]:
-        found = entries(limit) if entries is not None else []
+        found = entries(limit)
         return [
             {
                 "id": entry.id,
