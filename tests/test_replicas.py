@@ -29,6 +29,7 @@ from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.tasks import start_sleeping
+from tests.support.webhook import serve_webhook
 from tests.support.wire import rpc, send, state_of, stream, submit, user_message
 
 pytestmark = pytest.mark.anyio
@@ -455,3 +456,42 @@ async def test_a_hand_over_its_dead_receiver_left_is_removed_by_the_reaper(
                 await anyio.sleep(0.1)  # polled: the reaper runs every REAP_EVERY_S
         kept = await fetch_rows(dsn, "select id from handovers")
     assert kept == [("fresh",)]
+
+
+async def test_a_0_3_callers_message_handed_over_keeps_its_webhook_in_0_3(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    # The holder runs the message for the receiver's caller: as that caller, in its version.
+    env = {"A2A_PUSH_ALLOW_PRIVATE": "true"}
+    url = postgres.url(postgres_database)
+    async with (
+        replicas(tmp_path, url, 2, env) as (holder, other),
+        serve_webhook() as hook,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        first = await send(client, holder.rpc_url, "think first, on its holder")
+        message = {
+            "kind": "message",
+            "messageId": "m-handed-03",
+            "role": "user",
+            "contextId": first["contextId"],
+            "parts": [{"kind": "text", "text": "think handed over"}],
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {
+                "message": message,
+                "configuration": {"pushNotificationConfig": {"url": hook.url, "token": "t03"}},
+            },
+        }
+        # No A2A-Version header: a 0.3 request, to the replica that does not hold it.
+        reply = (await client.post(other.rpc_url, json=body)).json()
+        deliveries = await hook.wait_for_state("completed")
+    task = reply["result"]
+    assert task["kind"] == "task"
+    assert holder.bridge.root_of(first["contextId"]) is not None  # run by the holder
+    bodies = [d.body for d in deliveries]
+    assert bodies
+    assert all(b["kind"] == "task" and b["id"] == task["id"] for b in bodies)

@@ -119,6 +119,8 @@ handovers = Table(
     # The holder's count of the task's events when it took the message: the follow-up's
     # events are those after it (the receiver's view of task_events may lag a batch).
     Column("after_n", BigInteger, nullable=True),
+    # The A2A version the caller spoke (a 0.3 caller's inline push config stays 0.3).
+    Column("protocol", String(8), nullable=True),
 )
 
 # A push-notification config: the TaskPushNotificationConfig protobuf, encrypted (Fernet).
@@ -341,6 +343,7 @@ def _v6(conn: Connection) -> None:
 
 def _v7(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE handovers ADD COLUMN after_n BIGINT")
+    conn.exec_driver_sql("ALTER TABLE handovers ADD COLUMN protocol VARCHAR(8)")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -352,7 +355,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         5, "replicas: who is alive, which runs each task and conversation, tasks' events", _v5
     ),
     Migration(6, "replicas: how many of each replica's adapters are busy", _v6),
-    Migration(7, "handovers: the event a follow-up's stream starts after", _v7),
+    Migration(7, "handovers: the event a follow-up's stream starts after, the A2A version", _v7),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

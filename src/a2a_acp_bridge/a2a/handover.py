@@ -30,6 +30,7 @@ from sqlalchemy import delete, select
 from a2a_acp_bridge.a2a.durable_store import DurableTaskStore
 from a2a_acp_bridge.a2a.event_log import EventLog
 from a2a_acp_bridge.a2a.ownership import owner_context, principal_of
+from a2a_acp_bridge.a2a.push import VERSION_STATE
 from a2a_acp_bridge.a2a.states import INTERRUPTED, TERMINAL
 from a2a_acp_bridge.cluster.leases import Leases
 from a2a_acp_bridge.cluster.membership import Membership, database_now_ns
@@ -145,6 +146,7 @@ class Handover:
                     id=handover_id,
                     replica=holder,
                     owner=principal_of(context),
+                    protocol=context.state.get(VERSION_STATE),
                     request=params.SerializeToString(),
                     created_ns=time.time_ns(),
                 )
@@ -217,7 +219,7 @@ class Handover:
             # Locked: a repeated notification does not run the message twice.
             row = (
                 await conn.execute(
-                    select(handovers.c.owner, handovers.c.request)
+                    select(handovers.c.owner, handovers.c.request, handovers.c.protocol)
                     .where(
                         handovers.c.id == handover_id,
                         handovers.c.replica == self.membership.id,
@@ -239,6 +241,8 @@ class Handover:
             try:
                 context = owner_context(str(row[0]))
                 context.state[HANDED_STATE] = True
+                if row[2] is not None:
+                    context.state[VERSION_STATE] = str(row[2])
                 result = await self.send_here(params, context)
                 if isinstance(result, Task):
                     task_id = result.id
