@@ -310,7 +310,7 @@ async def test_the_leftovers_of_every_record_are_stopped_in_one_round(
         assert {pid for pid, _sig in kills} == both
         assert {sig for _pid, sig in kills} == {signal.SIGKILL}
         logged = [r for r in caplog.records if r.getMessage().startswith("stopped what")]
-        assert sorted(getattr(r, "processes", None) for r in logged) == sorted(
+        assert sorted(r.__dict__["processes"] for r in logged) == sorted(
             [[first.pid], [second.pid]]
         )
         assert list(directory.glob("*.json")) == []
