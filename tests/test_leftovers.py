@@ -21,14 +21,13 @@ import anyio
 import httpx
 import pytest
 
+from a2a_acp_bridge.acp.process import ProcessEntry, read_entry
 from a2a_acp_bridge.leftovers import (
     MARKER_NAME,
     Decision,
-    Member,
     ProcessBook,
     ProcessRecord,
     leftover_processes,
-    read_member,
     records_directory,
 )
 from tests.support.agents import AGENTS_DIR, agent_io, logged_agent
@@ -132,9 +131,9 @@ def _write_record(
 
 
 def _start_of(pid: int) -> str:
-    member = read_member(pid)
-    assert member is not None
-    return member.start
+    entry = read_entry(pid)
+    assert entry is not None
+    return entry.start
 
 
 async def test_the_next_start_stops_a_recorded_group_that_outlived_and_spares_a_reused_pid(
@@ -160,8 +159,8 @@ async def test_the_next_start_stops_a_recorded_group_that_outlived_and_spares_a_
 
 
 def _start_of_or(proc: subprocess.Popen[bytes]) -> str:
-    member = read_member(proc.pid)
-    return member.start if member is not None else "gone"
+    entry = read_entry(proc.pid)
+    return entry.start if entry is not None else "gone"
 
 
 async def test_a_dead_adapter_s_group_is_stopped_only_where_it_carries_the_marker(
@@ -266,8 +265,59 @@ async def test_a_malformed_record_is_removed_and_the_records_after_it_are_still_
         assert sorted(getattr(r, "path", "") for r in removed) == sorted(map(str, bad))
 
 
-def _member(pid: int, pgid: int, start: str, state: str = "S") -> Member:
-    return Member(pid=pid, pgid=pgid, sid=pgid, start=start, state=state)
+@contextlib.contextmanager
+def _deaf_to_sigterm(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A group leader that ignores SIGTERM (the disposition survives the exec), so only
+    the SIGKILL after the grace period ends it; yielded once it ignores it."""
+    proc = subprocess.Popen(
+        ["sh", "-c", f"trap '' TERM; echo ready; exec sleep {SLEEP_S}"],
+        env=env,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    with reaped(proc), proc.stdout:
+        assert proc.stdout.readline() == b"ready\n"
+        yield proc
+
+
+async def test_the_leftovers_of_every_record_are_stopped_in_one_round(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two adapters a crash left, both deaf to SIGTERM: in one round both get SIGTERM, then,
+    # after one grace period, both SIGKILL; one after the other, the first would be killed
+    # (after its own grace) before the second heard of anything.
+    marker = "e" * 32
+    env = {**os.environ, MARKER_NAME: marker}
+    sent: list[tuple[int, int]] = []
+
+    def kill(pid: int, sig: int) -> None:
+        sent.append((pid, sig))
+        os.kill(pid, sig)
+
+    with _deaf_to_sigterm(env) as first, _deaf_to_sigterm(env) as second:
+        directory = records_directory(tmp_path / "state")
+        for proc in (first, second):
+            _write_record(directory, proc.pid, _start_of(proc.pid), marker)
+        stopped = await ProcessBook(directory).stop_leftovers(kill)
+        assert stopped == 2
+        assert first.wait(timeout=10) == second.wait(timeout=10) == -signal.SIGKILL
+        both = {first.pid, second.pid}
+        terms, kills = sent[:2], sent[2:]
+        assert {pid for pid, _sig in terms} == both
+        assert {sig for _pid, sig in terms} == {signal.SIGTERM}
+        assert {pid for pid, _sig in kills} == both
+        assert {sig for _pid, sig in kills} == {signal.SIGKILL}
+        logged = [r for r in caplog.records if r.getMessage().startswith("stopped what")]
+        assert sorted(r.__dict__["processes"] for r in logged) == sorted(
+            [[first.pid], [second.pid]]
+        )
+        assert list(directory.glob("*.json")) == []
+
+
+def _member(pgid: int, start: str, state: str = "S") -> ProcessEntry:
+    return ProcessEntry(ppid=1, pgid=pgid, sid=pgid, state=state, start=start)
 
 
 def test_the_stop_decision_never_names_a_process_that_is_not_certainly_the_adapter_s() -> None:
@@ -279,20 +329,20 @@ def test_the_stop_decision_never_names_a_process_that_is_not_certainly_the_adapt
     def marked(pid: int) -> bool:
         return pid in ours
 
-    alive = {100: _member(100, 100, "5000"), 101: _member(101, 100, "5001")}
+    alive = {100: _member(100, "5000"), 101: _member(100, "5001")}
     assert leftover_processes(record, alive, marked).stop == ((100, "5000"), (101, "5001"))
     # The recorded start time, but not the marker: the record may be forged.
     assert leftover_processes(record, alive, lambda pid: pid == 101).stop == ()
-    reused = {100: _member(100, 100, "9000"), 101: _member(101, 100, "9001")}
+    reused = {100: _member(100, "9000"), 101: _member(100, "9001")}
     assert leftover_processes(record, reused, marked) == Decision(
         (), (), "the pid was reused by another process", pid_reused=True
     )
     orphans = {
-        101: _member(101, 100, "5001"),
-        102: _member(102, 100, "4000"),  # started before the adapter: not its child
-        103: _member(103, 100, "5002"),  # no marker
-        104: _member(104, 100, "5003", state="Z"),
-        200: _member(200, 200, "5004"),
+        101: _member(100, "5001"),
+        102: _member(100, "4000"),  # started before the adapter: not its child
+        103: _member(100, "5002"),  # no marker
+        104: _member(100, "5003", state="Z"),
+        200: _member(200, "5004"),
     }
     decision = leftover_processes(record, orphans, marked)
     assert decision.stop == ((101, "5001"),)

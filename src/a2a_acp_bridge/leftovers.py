@@ -10,8 +10,10 @@ sharing a state directory never judge each other's process ids): one small file 
 naming its process group (the adapter's pid), the adapter's start time (field 22 of
 /proc/<pid>/stat, clock ticks since boot), the marker the bridge put in its environment, and
 the bridge's own pid and start time. At start, before any adapter runs,
-`ProcessBook.stop_leftovers` reads every record whose bridge is gone and stops what is left
-of it: SIGTERM, then SIGKILL after LEFTOVER_TERM_GRACE_S, and logs what it stopped.
+`ProcessBook.stop_leftovers` reads every record whose bridge is gone, judges them all on one
+read of the process table (acp/process.py, `process_table`), and stops what is left of all
+of them in one round: SIGTERM, then SIGKILL after LEFTOVER_TERM_GRACE_S (one grace in all,
+however many adapters the crash left), and logs what it stopped, record by record.
 
 Why files and not the state database: the state writer batches its writes (state_writer.py),
 so a record still queued when the bridge is killed would be lost with it; a file written
@@ -56,6 +58,14 @@ from pathlib import Path
 
 import anyio
 
+from a2a_acp_bridge.acp.process import (
+    ProcessEntry,
+    is_running,
+    matches,
+    process_table,
+    read_entry,
+)
+
 logger = logging.getLogger(__name__)
 
 DIRECTORY = "processes"
@@ -74,6 +84,9 @@ LEFTOVER_TERM_GRACE_S = 2.0
 LEFTOVER_KILL_WAIT_S = 2.0
 POLL_S = 0.05
 
+# How a signal is sent (os.kill; a test passes one that also notes the order of signals).
+Kill = Callable[[int, int], None]
+
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -89,17 +102,6 @@ class ProcessRecord:
 
 
 @dataclass(frozen=True)
-class Member:
-    """A process as the stop decision needs it."""
-
-    pid: int
-    pgid: int
-    sid: int
-    start: str
-    state: str
-
-
-@dataclass(frozen=True)
 class Decision:
     """What to do with a record: the processes to stop, those left alone, and why."""
 
@@ -112,18 +114,18 @@ class Decision:
 
 def leftover_processes(
     record: ProcessRecord,
-    table: Mapping[int, Member],
+    table: Mapping[int, ProcessEntry],
     marked: Callable[[int], bool],
 ) -> Decision:
     """Which processes of `record`'s adapter are left (pure but for `marked`, which says
     whether a process carries the record's marker)."""
     leader = table.get(record.pid)
     members = [
-        entry
-        for entry in table.values()
-        if (entry.pgid == record.pid or entry.sid == record.pid) and entry.state not in ("Z", "X")
+        (pid, entry)
+        for pid, entry in table.items()
+        if (entry.pgid == record.pid or entry.sid == record.pid) and not entry.ended
     ]
-    if leader is not None and leader.state not in ("Z", "X"):
+    if leader is not None and not leader.ended:
         if leader.start != record.start:
             return Decision((), (), "the pid was reused by another process", pid_reused=True)
         if not marked(record.pid):
@@ -131,15 +133,15 @@ def leftover_processes(
             # so a forged record could name one. Only the marker ties the leader to us.
             return Decision((), (record.pid,), "the recorded process does not carry the marker")
         return Decision(
-            tuple((entry.pid, entry.start) for entry in members), (), "the adapter survived"
+            tuple((pid, entry.start) for pid, entry in members), (), "the adapter survived"
         )
     stop: list[tuple[int, str]] = []
     spared: list[int] = []
-    for entry in members:
-        if int(entry.start) >= int(record.start) and marked(entry.pid):
-            stop.append((entry.pid, entry.start))
+    for pid, entry in members:
+        if int(entry.start) >= int(record.start) and marked(pid):
+            stop.append((pid, entry.start))
         else:
-            spared.append(entry.pid)
+            spared.append(pid)
     return Decision(tuple(stop), tuple(spared), "the adapter's processes outlived it")
 
 
@@ -149,7 +151,7 @@ class ProcessBook:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.marker = secrets.token_hex(16)
-        me = read_member(os.getpid())
+        me = read_entry(os.getpid())
         self._me = (os.getpid(), me.start if me is not None else "")
 
     @property
@@ -193,12 +195,33 @@ class ProcessBook:
             return []
         return [(path, _read_record(path)) for path in paths]
 
-    async def stop_leftovers(self) -> int:
-        """Stop what previous bridges left running; returns how many processes got a signal."""
-        stopped = 0
+    async def stop_leftovers(self, kill: Kill = os.kill) -> int:
+        """Stop what previous bridges left running, the processes of every record in one
+        round (one grace period in all); returns how many processes got a signal."""
         for partial in _glob(self.directory, ".*.partial"):
             with contextlib.suppress(OSError):
                 partial.unlink()
+        # Every record is judged before any signal, so one read of the table serves them all.
+        judged = self._judged(process_table())
+        # A process named by two records (a forged one, say) gets each signal once.
+        wanted = sorted(
+            {process for _path, _record, decision in judged for process in decision.stop}
+        )
+        if wanted:
+            await _terminate(wanted, kill)
+        for path, record, decision in judged:
+            _log_decision(record, decision)
+            # Gone only now: a bridge killed during the stop leaves the records to the next.
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return len(wanted)
+
+    def _judged(
+        self, table: Mapping[int, ProcessEntry]
+    ) -> list[tuple[Path, ProcessRecord, Decision]]:
+        """Each record of a bridge that is gone, with what to do about it (an unreadable
+        record is removed; a live bridge's records are its own business)."""
+        judged: list[tuple[Path, ProcessRecord, Decision]] = []
         for path, record in self.records():
             if record is None:
                 logger.warning(
@@ -207,63 +230,58 @@ class ProcessBook:
                 with contextlib.suppress(OSError):
                     path.unlink()
                 continue
-            if _alive(record.bridge_pid, record.bridge_start):
+            if matches(table, record.bridge_pid, record.bridge_start):
                 continue  # a bridge still running on this state directory (doctor, a test)
-            decision = leftover_processes(record, process_table(), _marked(record.marker))
-            if decision.stop:
-                await _terminate(decision.stop)
-                stopped += len(decision.stop)
-                logger.warning(
-                    "stopped what a previous bridge left running",
-                    extra={
-                        "agent": record.label,
-                        "adapter_pid": record.pid,
-                        "processes": sorted(pid for pid, _start in decision.stop),
-                        "why": decision.reason,
-                    },
-                )
-            if decision.spared:
-                logger.warning(
-                    "left running: not certainly a previous bridge's adapter",
-                    extra={"adapter_pid": record.pid, "processes": list(decision.spared)},
-                )
-            if decision.pid_reused:
-                logger.info(
-                    "a process record names a reused pid: nothing was touched",
-                    extra={"adapter_pid": record.pid},
-                )
-            with contextlib.suppress(OSError):
-                path.unlink()
-        return stopped
+            decision = leftover_processes(record, table, _marked(record.marker))
+            judged.append((path, record, decision))
+        return judged
 
 
-async def _terminate(processes: Iterable[tuple[int, str]]) -> None:
+def _log_decision(record: ProcessRecord, decision: Decision) -> None:
+    if decision.stop:
+        logger.warning(
+            "stopped what a previous bridge left running",
+            extra={
+                "agent": record.label,
+                "adapter_pid": record.pid,
+                "processes": sorted(pid for pid, _start in decision.stop),
+                "why": decision.reason,
+            },
+        )
+    if decision.spared:
+        logger.warning(
+            "left running: not certainly a previous bridge's adapter",
+            extra={"adapter_pid": record.pid, "processes": list(decision.spared)},
+        )
+    if decision.pid_reused:
+        logger.info(
+            "a process record names a reused pid: nothing was touched",
+            extra={"adapter_pid": record.pid},
+        )
+
+
+async def _terminate(processes: Iterable[tuple[int, str]], kill: Kill) -> None:
     wanted = list(processes)
-    _signal(wanted, signal.SIGTERM)
+    _signal(wanted, signal.SIGTERM, kill)
     with anyio.move_on_after(LEFTOVER_TERM_GRACE_S):
         while _living(wanted):  # noqa: ASYNC110 - no event tells of another's process
             await anyio.sleep(POLL_S)
     with anyio.move_on_after(LEFTOVER_KILL_WAIT_S):
         while left := _living(wanted):
-            _signal(left, signal.SIGKILL)
+            _signal(left, signal.SIGKILL, kill)
             await anyio.sleep(POLL_S)
 
 
-def _signal(processes: Iterable[tuple[int, str]], sig: signal.Signals) -> None:
+def _signal(processes: Iterable[tuple[int, str]], sig: signal.Signals, kill: Kill) -> None:
     for pid, start in processes:
         # Checked again just before: a process that ended meanwhile may have a successor.
-        if _alive(pid, start):
+        if is_running(pid, start):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+                kill(pid, sig)
 
 
 def _living(processes: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
-    return [(pid, start) for pid, start in processes if _alive(pid, start)]
-
-
-def _alive(pid: int, start: str) -> bool:
-    entry = read_member(pid)
-    return entry is not None and entry.start == start and entry.state not in ("Z", "X")
+    return [(pid, start) for pid, start in processes if is_running(pid, start)]
 
 
 def _marked(marker: str) -> Callable[[int], bool]:
@@ -320,36 +338,3 @@ def _is_int(value: object) -> bool:
 def _is_ticks(value: object) -> bool:
     """A start time as /proc/<pid>/stat gives it: ASCII digits."""
     return isinstance(value, str) and value.isascii() and value.isdigit()
-
-
-def read_member(pid: int) -> Member | None:
-    """The process `pid` from /proc/<pid>/stat, or None."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    # The command name is in parentheses and may itself contain spaces or parentheses.
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    if len(fields) < 20:
-        return None
-    return Member(
-        pid=pid,
-        pgid=int(fields[2]),
-        sid=int(fields[3]),
-        start=fields[19].decode(),
-        state=fields[0].decode(),
-    )
-
-
-def process_table() -> dict[int, Member]:
-    found: dict[int, Member] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if name.isdigit():
-            entry = read_member(int(name))
-            if entry is not None:
-                found[entry.pid] = entry
-    return found

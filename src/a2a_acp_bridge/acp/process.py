@@ -230,7 +230,7 @@ class AdapterProcess:
         self._stopped: asyncio.Event | None = None
         # Whether the adapter exited before the bridge decided to stop it (a crash).
         self.exited_on_its_own = False
-        entry = _read_entry(proc.pid)
+        entry = read_entry(proc.pid)
         self._start_time = entry.start if entry is not None else None
 
     @property
@@ -384,7 +384,7 @@ class AdapterProcess:
     async def _stop(self, grace: float, term_grace: float) -> None:
         # Read the tree before stdin closes: once the adapter exits, its children are
         # re-parented and only their group or session still ties them to it.
-        table = _process_table()
+        table = process_table()
         remembered = set(self.escapees)
         if self._owns_ids(table):
             remembered |= _descendants(table, self.pid)
@@ -440,16 +440,16 @@ class AdapterProcess:
     def _tree(self, remembered: set[tuple[int, str]]) -> set[tuple[int, str]]:
         """Live processes of the adapter's tree: its session, its group, its descendants,
         and the escapees remembered earlier (with their own descendants)."""
-        table = _process_table()
+        table = process_table()
         if not table:
             # No /proc: only the group can be asked (signal 0) whether it lives.
             return {(self.pid, "")} if self._owns_ids(table) and _group_alive(self.pid) else set()
         found: set[tuple[int, str]] = set()
-        roots = [pid for pid, start in remembered if _matches(table, pid, start)]
+        roots = [pid for pid, start in remembered if matches(table, pid, start)]
         if self._owns_ids(table):
             roots.append(self.pid)
             for pid, entry in table.items():
-                if entry.state in ("Z", "X"):
+                if entry.ended:
                     continue
                 if entry.sid == self.pid or entry.pgid == self.pid:
                     found.add((pid, entry.start))
@@ -457,13 +457,11 @@ class AdapterProcess:
             if root != self.pid:
                 found.add((root, table[root].start))
             found |= {
-                (pid, start)
-                for pid, start in _descendants(table, root)
-                if table[pid].state not in ("Z", "X")
+                (pid, start) for pid, start in _descendants(table, root) if not table[pid].ended
             }
         return found
 
-    def _owns_ids(self, table: Mapping[int, _Entry]) -> bool:
+    def _owns_ids(self, table: Mapping[int, ProcessEntry]) -> bool:
         """Whether the adapter's pid still names its own group and session. Linux does not
         reuse a pid while a group or session of that id has a member, so once another
         process holds the pid, nothing of the adapter's group or session is left."""
@@ -471,12 +469,12 @@ class AdapterProcess:
         return entry is None or self._start_time is None or entry.start == self._start_time
 
     def _signal(self, sig: signal.Signals, processes: Iterable[tuple[int, str]]) -> None:
-        table = _process_table()
+        table = process_table()
         if self._owns_ids(table):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
         for pid, start in processes:
-            if _matches(table, pid, start):
+            if matches(table, pid, start):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
 
@@ -546,32 +544,43 @@ async def spawn(
 
 
 # --- the process table (Linux /proc; elsewhere only the group signal applies) ------------
+# One reader for the bridge: the adapters' stop here and the stop of a previous bridge's
+# leftovers (leftovers.py) both judge processes by these entries.
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
+class ProcessEntry:
+    """One process as /proc/<pid>/stat tells it (its pid is the table's key)."""
+
     ppid: int
     pgid: int
     sid: int
     state: str
     start: str  # start time in clock ticks since boot: tells a reused pid apart
 
+    @property
+    def ended(self) -> bool:
+        """A zombie (or dead): the process is over, only its entry is left to reap."""
+        return self.state in ("Z", "X")
 
-def _process_table() -> dict[int, _Entry]:
-    table: dict[int, _Entry] = {}
+
+def process_table() -> dict[int, ProcessEntry]:
+    """Every process this user can see, by pid (empty without /proc)."""
+    table: dict[int, ProcessEntry] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
         return table
     for name in names:
         if name.isdigit():
-            entry = _read_entry(int(name))
+            entry = read_entry(int(name))
             if entry is not None:
                 table[int(name)] = entry
     return table
 
 
-def _read_entry(pid: int) -> _Entry | None:
+def read_entry(pid: int) -> ProcessEntry | None:
+    """The process `pid` from /proc/<pid>/stat, or None when there is none."""
     # os.open/os.read: half the cost of open() per process.
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
@@ -585,7 +594,7 @@ def _read_entry(pid: int) -> _Entry | None:
     fields = raw[raw.rfind(b")") + 2 :].split()
     if len(fields) < 20:
         return None
-    return _Entry(
+    return ProcessEntry(
         ppid=int(fields[1]),
         pgid=int(fields[2]),
         sid=int(fields[3]),
@@ -594,7 +603,7 @@ def _read_entry(pid: int) -> _Entry | None:
     )
 
 
-def _descendants(table: Mapping[int, _Entry], root: int) -> set[tuple[int, str]]:
+def _descendants(table: Mapping[int, ProcessEntry], root: int) -> set[tuple[int, str]]:
     children: dict[int, list[int]] = {}
     for pid, entry in table.items():
         children.setdefault(entry.ppid, []).append(pid)
@@ -607,9 +616,19 @@ def _descendants(table: Mapping[int, _Entry], root: int) -> set[tuple[int, str]]
     return found
 
 
-def _matches(table: Mapping[int, _Entry], pid: int, start: str) -> bool:
-    entry = table.get(pid)
-    return entry is not None and entry.start == start and entry.state not in ("Z", "X")
+def matches(table: Mapping[int, ProcessEntry], pid: int, start: str) -> bool:
+    """Whether `pid` in `table` is the process that started at `start`, still running."""
+    return _is_running(table.get(pid), start)
+
+
+def is_running(pid: int, start: str) -> bool:
+    """Whether `pid` is, as of this read, the process that started at `start`, still
+    running: the check just before a signal, so a successor holding the pid is spared."""
+    return _is_running(read_entry(pid), start)
+
+
+def _is_running(entry: ProcessEntry | None, start: str) -> bool:
+    return entry is not None and entry.start == start and not entry.ended
 
 
 def _group_alive(pgid: int) -> bool:
@@ -642,10 +661,10 @@ class _TreeWatch:
         if now - self._last_scan < TREE_SCAN_S or not self._watched:
             return
         self._last_scan = now
-        table = _process_table()
+        table = process_table()
         for process in self._watched:
             process.escapees = {
-                (pid, start) for pid, start in process.escapees if _matches(table, pid, start)
+                (pid, start) for pid, start in process.escapees if matches(table, pid, start)
             }
             leader = process.pid
             for pid, start in _descendants(table, leader):
