@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -329,6 +330,20 @@ async def test_an_oversized_login_form_is_refused_unread(tmp_path: Path) -> None
         )
         assert response.status_code == 400
         assert "set-cookie" not in response.headers
+
+        async def chunks() -> AsyncIterator[bytes]:
+            # No Content-Length: the form is read only until it is too large.
+            yield b"token="
+            for _ in range(10):
+                yield b"x" * 1000
+
+        chunked = await c.post(
+            "/console/login",
+            content=chunks(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert chunked.status_code == 400
+        assert "set-cookie" not in chunked.headers
 
 
 async def test_logging_out_ends_the_session(tmp_path: Path) -> None:

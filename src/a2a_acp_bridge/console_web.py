@@ -268,8 +268,8 @@ def console_routes(
             "application/x-www-form-urlencoded"
         ):
             return _login_page("Send the login form.", 400)
-        raw = await request.body()
-        if len(raw) > MAX_LOGIN_BYTES:
+        raw = await _read_at_most(request, MAX_LOGIN_BYTES)
+        if raw is None:
             return _login_page("Send the login form.", 400)
         try:
             fields = parse_qs(raw.decode("utf-8"), max_num_fields=4)
@@ -419,6 +419,19 @@ def ledger_recent(entries: Callable[[int], list[Any]]) -> Recent:
         ]
 
     return rows
+
+
+async def _read_at_most(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it is larger than `limit` (the rest is never read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 def _client(request: Request) -> str:
