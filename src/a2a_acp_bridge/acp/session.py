@@ -290,19 +290,11 @@ class AgentSession:
                 load_id = self.spec.load_session_id
                 self.client.sessions[load_id] = state
                 method = "session/resume" if self.can_resume else "session/load"
+                reopen = self.conn.resume_session if self.can_resume else self.conn.load_session
                 try:
-                    if self.can_resume:
-                        response = await self.auth.retry(
-                            lambda: self.conn.resume_session(
-                                cwd=cwd, session_id=load_id, mcp_servers=[]
-                            )
-                        )
-                    else:
-                        response = await self.auth.retry(
-                            lambda: self.conn.load_session(
-                                cwd=cwd, session_id=load_id, mcp_servers=[]
-                            )
-                        )
+                    response = await self.auth.retry(
+                        lambda: reopen(cwd=cwd, session_id=load_id, mcp_servers=[])
+                    )
                     self.session_id = load_id
                 except RequestError as exc:
                     del self.client.sessions[load_id]
