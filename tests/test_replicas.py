@@ -28,6 +28,7 @@ from tests.support.postgres import PostgresCluster, fetch_rows
 from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.tasks import start_sleeping
 from tests.support.wire import rpc, send, state_of, stream, submit, user_message
+from tests.test_sweep import sweep
 
 pytestmark = pytest.mark.anyio
 
@@ -390,3 +391,64 @@ async def let_idle_go(replica: RunningBridge) -> None:
     for conversation in list(replica.bridge._conversations.values()):
         if conversation.retiring is not None:
             await conversation.retiring.wait()
+
+
+def sharing_one_volume(tmp_path: Path, url: str, env: dict[str, str]) -> dict[str, str]:
+    """Replicas on one volume (docs/scaling.md, "memory kept"): the sandboxes and the
+    state directory (the adapter HOMEs) are the same directories for each."""
+    shared = tmp_path / "volume"
+    return {
+        "A2A_DATABASE_URL": url,
+        "A2A_PUSH_KEY": PUSH_KEY,
+        "ACP_SANDBOX_DIR": str(shared / "sandboxes"),
+        "ACP_STATE_DIR": str(shared / "state"),
+        **env,
+    }
+
+
+async def test_a_replica_s_sweep_leaves_what_another_runs_and_sweeps_the_unused_once(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    env = sharing_one_volume(tmp_path, postgres.url(postgres_database), {"ACP_SANDBOX_TTL": "1h"})
+    dsn = postgres.dsn(postgres_database)
+    async with contextlib.AsyncExitStack() as stack, httpx.AsyncClient(timeout=30) as client:
+        first = await stack.enter_async_context(serve_bridge(make_settings(tmp_path / "r0", env)))
+        kept = await send(client, first.rpc_url, "write kept.txt: the first's work")
+        kept_id = kept["contextId"]
+        root = first.bridge.root_of(kept_id)
+        assert root is not None
+        home = first.bridge.homes.parent / root.name
+        assert await first.app.state.persistence.database.writer.flush()
+        # Started after it, the second loads the first's conversation with the others.
+        second = await stack.enter_async_context(serve_bridge(make_settings(tmp_path / "r1", env)))
+        book = second.app.state.persistence.book
+        stale = book.get(kept_id)
+        assert stale is not None
+        unused = await send(client, second.rpc_url, "write old.txt: nobody's any more")
+        unused_root = second.bridge.root_of(unused["contextId"])
+        assert unused_root is not None
+        # The first uses its conversation again; the second's copy is older now.
+        again = await send(client, first.rpc_url, "think again", context_id=kept_id)
+        assert again["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert await first.app.state.persistence.database.writer.flush()
+        for replica in (first, second):
+            await let_idle_go(replica)
+        # What the database says decides, not the second's copy.
+        assert not await book.forget_unused(kept_id, stale.last_used_ns + 1)
+        # A week on: the second leaves the conversation the first holds, and sweeps its own.
+        report = await sweep(second, 24 * 8)
+        assert report.conversations == (unused["contextId"],)
+        assert (root / "kept.txt").exists()
+        assert home.is_dir()
+        assert not unused_root.exists()
+        assert await fetch_rows(dsn, "select context_id from conversations") == [(kept_id,)]
+        # Swept once: the first finds only its own.
+        report = await sweep(first, 24 * 8)
+        assert report.conversations == (kept_id,)
+        assert not root.exists()
+        assert not home.exists()
+        assert await fetch_rows(dsn, "select context_id from conversations") == []
+        # The second's copy goes once it reads that the row went.
+        assert await book.fetch(kept_id) is None
+        assert book.get(kept_id) is None
+        assert (await sweep(second, 24 * 8)).conversations == ()
