@@ -22,8 +22,14 @@ import anyio
 import asyncpg
 import httpx
 import pytest
+from a2a.server.context import ServerCallContext
+from a2a.types.a2a_pb2 import TaskPushNotificationConfig
+from cryptography.fernet import Fernet, MultiFernet
 
 from a2a_acp_bridge.a2a.orphans import REPLICA_STOPPED
+from a2a_acp_bridge.a2a.ownership import REDACTED, StoredOwner, owner_context
+from a2a_acp_bridge.a2a.push import V03, VERSION_STATE
+from a2a_acp_bridge.schema import DEFAULT_PRINCIPAL
 from tests.support.agents import AGENTS_DIR, agent_io, scripted_agent
 from tests.support.bridge_process import BridgeProcess
 from tests.support.postgres import PostgresCluster, fetch_rows
@@ -31,6 +37,7 @@ from tests.support.server import RunningBridge, make_settings, serve_bridge
 from tests.support.tasks import start_sleeping
 from tests.support.webhook import serve_webhook
 from tests.support.wire import rpc, send, state_of, stream, submit, user_message
+from tests.test_sweep import sweep
 
 pytestmark = pytest.mark.anyio
 
@@ -495,3 +502,130 @@ async def test_a_0_3_callers_message_handed_over_keeps_its_webhook_in_0_3(
     bodies = [d.body for d in deliveries]
     assert bodies
     assert all(b["kind"] == "task" and b["id"] == task["id"] for b in bodies)
+
+
+def sharing_one_volume(tmp_path: Path, url: str, env: dict[str, str]) -> dict[str, str]:
+    """Replicas on one volume (docs/scaling.md, "memory kept"): the sandboxes and the
+    state directory (the adapter HOMEs) are the same directories for each."""
+    shared = tmp_path / "volume"
+    return {
+        "A2A_DATABASE_URL": url,
+        "A2A_PUSH_KEY": PUSH_KEY,
+        "ACP_SANDBOX_DIR": str(shared / "sandboxes"),
+        "ACP_STATE_DIR": str(shared / "state"),
+        **env,
+    }
+
+
+async def test_a_replica_s_sweep_leaves_what_another_runs_and_sweeps_the_unused_once(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    env = sharing_one_volume(tmp_path, postgres.url(postgres_database), {"ACP_SANDBOX_TTL": "1h"})
+    dsn = postgres.dsn(postgres_database)
+    async with contextlib.AsyncExitStack() as stack, httpx.AsyncClient(timeout=30) as client:
+        first = await stack.enter_async_context(serve_bridge(make_settings(tmp_path / "r0", env)))
+        kept = await send(client, first.rpc_url, "write kept.txt: the first's work")
+        kept_id = kept["contextId"]
+        root = first.bridge.root_of(kept_id)
+        assert root is not None
+        home = first.bridge.homes.parent / root.name
+        assert await first.app.state.persistence.database.writer.flush()
+        # Started after it, the second loads the first's conversation with the others.
+        second = await stack.enter_async_context(serve_bridge(make_settings(tmp_path / "r1", env)))
+        book = second.app.state.persistence.book
+        stale = book.get(kept_id)
+        assert stale is not None
+        unused = await send(client, second.rpc_url, "write old.txt: nobody's any more")
+        unused_root = second.bridge.root_of(unused["contextId"])
+        assert unused_root is not None
+        # The first uses its conversation again; the second's copy is older now.
+        again = await send(client, first.rpc_url, "think again", context_id=kept_id)
+        assert again["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert await first.app.state.persistence.database.writer.flush()
+        for replica in (first, second):
+            await let_idle_go(replica)
+        # What the database says decides, not the second's copy.
+        assert not await book.forget_unused(kept_id, stale.last_used_ns + 1)
+        # A week on: the second leaves the conversation the first holds, and sweeps its own.
+        report = await sweep(second, 24 * 8)
+        assert report.conversations == (unused["contextId"],)
+        assert (root / "kept.txt").exists()
+        assert home.is_dir()
+        assert not unused_root.exists()
+        assert await fetch_rows(dsn, "select context_id from conversations") == [(kept_id,)]
+        # Swept once: the first finds only its own.
+        report = await sweep(first, 24 * 8)
+        assert report.conversations == (kept_id,)
+        assert not root.exists()
+        assert not home.exists()
+        assert await fetch_rows(dsn, "select context_id from conversations") == []
+        # The second's copy goes once it reads that the row went.
+        assert await book.fetch(kept_id) is None
+        assert book.get(kept_id) is None
+        assert (await sweep(second, 24 * 8)).conversations == ()
+
+
+def stored_push_config(rows: list[tuple[Any, ...]]) -> TaskPushNotificationConfig:
+    """The one stored config, decrypted as a replica would."""
+    ((body,),) = rows
+    config = TaskPushNotificationConfig()
+    config.ParseFromString(MultiFernet([Fernet(PUSH_KEY)]).decrypt(body))
+    return config
+
+
+async def test_a_push_config_set_again_on_another_replica_keeps_the_secret_stored_on_the_first(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    dsn = postgres.dsn(postgres_database)
+    env = {"A2A_PUSH_ALLOW_PRIVATE": "true"}
+    async with (
+        serve_webhook() as hook,
+        replicas(tmp_path, postgres.url(postgres_database), 2, env) as (first, second),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        running = await start_sleeping(client, first)
+        config = {"taskId": running["id"], "id": "c1", "url": hook.url, "token": "real-secret"}
+        created = await rpc(client, first.rpc_url, "CreateTaskPushNotificationConfig", config)
+        assert created["result"]["token"] == REDACTED
+        # Edited on the second as it was read back: its secret as the caller sees it.
+        edited = {**created["result"], "url": hook.url + "?edited"}
+        assert "result" in await rpc(
+            client, second.rpc_url, "CreateTaskPushNotificationConfig", edited
+        )
+        query = f"select body from push_configs where task_id = '{running['id']}'"
+        stored = stored_push_config(await fetch_rows(dsn, query))
+        assert stored.token == "real-secret"
+        assert stored.url == hook.url + "?edited"
+        # The replica running the task reads the config again, and pushes with its secret.
+        listed = await rpc(
+            client, first.rpc_url, "ListTaskPushNotificationConfigs", {"taskId": running["id"]}
+        )
+        assert [c["url"] for c in listed["result"]["configs"]] == [hook.url + "?edited"]
+        await rpc(client, first.rpc_url, "CancelTask", {"id": running["id"]})
+        deliveries = await hook.wait_for_state("TASK_STATE_CANCELED")
+    assert {d.headers.get("x-a2a-notification-token") for d in deliveries} == {"real-secret"}
+
+
+async def test_a_config_registered_over_0_3_and_again_over_1_0_elsewhere_gets_1_0_payloads(
+    tmp_path: Path, postgres: PostgresCluster, postgres_database: str
+) -> None:
+    async with (
+        replicas(tmp_path, postgres.url(postgres_database), 2) as (first, second),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        running = await start_sleeping(client, first)
+        stores = [r.app.state.persistence.push_configs for r in (first, second)]
+        config = TaskPushNotificationConfig(
+            task_id=running["id"], id="c1", url="https://example.com/hook"
+        )
+        over_v03 = ServerCallContext(
+            user=StoredOwner(DEFAULT_PRINCIPAL), state={VERSION_STATE: V03}
+        )
+        await stores[0].set_info(running["id"], config, over_v03)
+        assert stores[0].registered_v03(running["id"], config)
+        await stores[1].set_info(running["id"], config, owner_context(DEFAULT_PRINCIPAL))
+        # The first reads the task's configs again (as before a delivery): 1.0 now.
+        assert len(await stores[0].get_info(running["id"], owner_context(DEFAULT_PRINCIPAL))) == 1
+        still_v03 = stores[0].registered_v03(running["id"], config)
+        await rpc(client, first.rpc_url, "CancelTask", {"id": running["id"]})
+    assert not still_v03

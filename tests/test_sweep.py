@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from a2a_acp_bridge.boundary import directory_identity
 from a2a_acp_bridge.sweep import SweepReport
 from tests.support.postgres import StateBackend
 from tests.support.server import RunningBridge, make_settings, serve_bridge
@@ -179,3 +180,52 @@ async def test_conversations_refused_before_their_adapter_started_leave_no_direc
         assert list(settings.sandbox_parent.iterdir()) == [busy_root]
         assert await bridge.app.state.persistence.database.writer.flush()
         assert rows(tmp_path, "select context_id from conversations") == [(busy["contextId"],)]
+
+
+# Roots a tampered (or corrupted) conversations row may hold: none names a sandbox, and a
+# HOME named after them would be every HOME ("/", "") or the state directory ("/x/..").
+TAMPERED_ROOTS = ("/", "", "/x/..", ".", "..")
+
+
+async def test_a_tampered_conversation_row_removes_no_home_nor_the_state_directory(
+    tmp_path: Path,
+) -> None:
+    async with serve_bridge(make_settings(tmp_path)) as bridge, httpx.AsyncClient() as client:
+        kept = await send(client, bridge.rpc_url, "write kept.txt: still mine")
+        root = bridge.bridge.root_of(kept["contextId"])
+        assert root is not None
+        home = bridge.bridge.homes.parent / root.name
+        other = await send(client, bridge.rpc_url, "write old.txt: let go")
+        other_root = bridge.bridge.root_of(other["contextId"])
+        assert other_root is not None
+    assert home.is_dir()
+    identity = directory_identity(other_root)
+    assert identity is not None
+    with sqlite3.connect(tmp_path / ".a2a-acp-bridge" / "state.db") as db:
+        db.executemany(
+            "insert into conversations (context_id, principal, root, identity, owned, agent,"
+            " session_id, created_ns, last_used_ns) values (?, 'default', ?, ?, 1, 'x', null,"
+            " 0, 0)",
+            [(f"tampered-{i}", r, "1:2:3") for i, r in enumerate(TAMPERED_ROOTS)],
+        )
+        # The very sandbox made, spelled so that its last part is "..": trusted (it is that
+        # directory), but the HOME it would name is the state directory itself.
+        db.execute(
+            "update conversations set root = ?, identity = ?, last_used_ns = 0"
+            " where context_id = ?",
+            (
+                str(other_root / ".demo-agent" / ".."),
+                ":".join(str(part) for part in identity),
+                other["contextId"],
+            ),
+        )
+    settings = make_settings(tmp_path, {"ACP_SANDBOX_TTL": "1h"})
+    async with serve_bridge(settings) as bridge:
+        await sweep(bridge, 0)  # the pass at start swept them already: nothing is left
+        assert rows(tmp_path, "select context_id from conversations") == [(kept["contextId"],)]
+    assert (root / "kept.txt").exists()
+    assert home.is_dir()
+    assert (settings.state_dir / "state.db").exists()
+    # Its own sandbox was emptied: the very directory made (rmtree of the path as spelled
+    # leaves the emptied directory, which the sweep removes once it is old).
+    assert list(other_root.iterdir()) == []

@@ -928,28 +928,27 @@ class Bridge:
 
     async def sweep_conversations(self, now_ns: int) -> tuple[list[str], list[Path]]:
         """Remove the conversations unused for ACP_SANDBOX_TTL: sandbox, record, and the
-        empty directories a killed bridge left; (context ids, directories removed)."""
+        empty directories a killed bridge left; (context ids, directories removed). With a
+        shared database the book decides from the database (conversations.py): what another
+        replica runs or used since stays, and the sandbox goes only with the row."""
         ttl_s = self.settings.sandbox_ttl_s
         if self.book is None or ttl_s is None:
             return [], []
+        cutoff_ns = now_ns - int(ttl_s * 1e9)
         removed: list[str] = []
-        for record in self.book.unused_since(now_ns - int(ttl_s * 1e9)):
-            conversation = self._conversations.get(record.context_id)
-            if conversation is not None and (
-                conversation.busy or conversation.holds_adapter or conversation.retiring
-            ):
+        for record in await self.book.unused_since(cutoff_ns):
+            if self._in_use(record.context_id):
                 continue
+            if not await self.book.forget_unused(record.context_id, cutoff_ns):
+                continue  # used since (by another replica), or swept by one
+            if record.context_id not in self._conversations and self._handed is None:
+                # Known here only from the database (another replica made it): its sandbox
+                # is trusted only while it is still the very directory that replica made.
+                self.restore(self.book, [record])
             self._conversations.pop(record.context_id, None)
             self._restored.pop(record.context_id, None)
-            self.book.forget(record.context_id)
             if record.owned and self._handed is None:
-                # Only while still the very directory made; never a handed ACP_CWD.
-                await anyio.to_thread.run_sync(self.sandboxes.discard, record.context_id)
-                # Its adapter HOME (homes.py: the sandbox's namesake) goes with it.
-                home = self.homes.parent / record.root.name
-                await anyio.to_thread.run_sync(
-                    functools.partial(shutil.rmtree, home, ignore_errors=True)
-                )
+                await self._discard_sandbox(record.context_id)
             removed.append(record.context_id)
         directories: list[Path] = []
         if self._handed is None:
@@ -958,6 +957,24 @@ class Bridge:
                 self.sandboxes.remove_stale_empty, cutoff_s
             )
         return removed, directories
+
+    def _in_use(self, context_id: str) -> bool:
+        conversation = self._conversations.get(context_id)
+        return conversation is not None and bool(
+            conversation.busy or conversation.holds_adapter or conversation.retiring
+        )
+
+    async def _discard_sandbox(self, context_id: str) -> None:
+        """The conversation's sandbox, only while still the very directory made (never a
+        handed ACP_CWD), and its adapter HOME (homes.py: the sandbox's namesake) with it.
+        The HOME's name comes from the root the sandboxes trusted, never from the record
+        as read from the database: a root of "/" or "/x/.." names no HOME but the parent
+        of all of them, or the state directory itself."""
+        root = await anyio.to_thread.run_sync(self.sandboxes.discard, context_id)
+        if root is None or root.name in ("", ".", ".."):
+            return
+        home = self.homes.parent / root.name
+        await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, home, ignore_errors=True))
 
     # --- idle adapters -----------------------------------------------------------------
 

@@ -12,17 +12,24 @@ written before principals existed are `default`'s): the same contextId of two pr
 is two records. The book keeps every record in memory and writes through the state
 writer: a new record, or a new session or sandbox, is written before the turn goes on
 (`remember`); the time of last use goes with the next batch (`touch`).
+
+With a shared database (docs/scaling.md) the records in memory are only this replica's
+view: every replica loads every record at start, and another replica may use a
+conversation (or sweep it) since. What to sweep is then decided from the database
+(`unused_since`, `forget_unused`): never a conversation another live replica holds, and a
+row goes only while its time of last use in the database is still before the cutoff.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from a2a_acp_bridge.boundary import Identity
@@ -87,6 +94,9 @@ class ConversationBook:
     def __init__(self, database: StateDatabase) -> None:
         self._database = database
         self._records: dict[str, ConversationRecord] = {}
+        # With a shared database: the other live replica holding a conversation's lease,
+        # else None (cluster/leases.py `Leases.holder`); set when the replica joins.
+        self.holder: Callable[[str], Awaitable[str | None]] | None = None
 
     async def load(self) -> list[ConversationRecord]:
         async with self._database.connect() as conn:
@@ -98,7 +108,9 @@ class ConversationBook:
 
     async def fetch(self, context_id: str) -> ConversationRecord | None:
         """The record as the database holds it now (a shared database: another replica may
-        have used the conversation since); None when it has none or cannot be read."""
+        have used the conversation since, or swept it: a record no longer there is dropped
+        from memory too); None when the database has none. When the database cannot be
+        read, the record in memory (if any)."""
         try:
             async with self._database.connect() as conn:
                 row = (
@@ -117,6 +129,7 @@ class ConversationBook:
             )
             return self._records.get(context_id)
         if row is None:
+            self._records.pop(context_id, None)
             return None
         record = _record_of(row)
         self._records[context_id] = record
@@ -168,10 +181,55 @@ class ConversationBook:
             soon=True,
         )
 
-    def unused_since(self, cutoff_ns: int) -> list[ConversationRecord]:
-        """The records last used before `cutoff_ns` (wall clock), oldest first."""
-        stale = [r for r in self._records.values() if r.last_used_ns < cutoff_ns]
-        return sorted(stale, key=lambda r: r.last_used_ns)
+    async def unused_since(self, cutoff_ns: int) -> list[ConversationRecord]:
+        """The records last used before `cutoff_ns` (wall clock), oldest first. With a
+        shared database: as the database holds them, leaving out those this replica used
+        since (its touch may still be on its way) and those another live replica holds."""
+        if not self._database.shared:
+            stale = [r for r in self._records.values() if r.last_used_ns < cutoff_ns]
+            return sorted(stale, key=lambda r: r.last_used_ns)
+        async with self._database.connect() as conn:
+            rows = (
+                (
+                    await conn.execute(
+                        select(conversations)
+                        .where(conversations.c.last_used_ns < cutoff_ns)
+                        .order_by(conversations.c.last_used_ns)
+                    )
+                )
+                .mappings()
+                .all()
+            )
+        stale = []
+        for row in rows:
+            record = _record_of(row)
+            known = self._records.get(record.context_id)
+            if known is not None and known.last_used_ns >= cutoff_ns:
+                continue
+            if self.holder is not None and await self.holder(record.context_id) is not None:
+                continue
+            stale.append(record)
+        return stale
+
+    async def forget_unused(self, context_id: str, cutoff_ns: int) -> bool:
+        """Forget the conversation if it is still unused since `cutoff_ns`; True when its
+        record went (only then may its sandbox go). With a shared database the row is
+        deleted at once, and only while the database's time of last use is still before
+        the cutoff: another replica may have used the conversation since it was read."""
+        if not self._database.shared:
+            self.forget(context_id)
+            return True
+        async with self._database.begin() as conn:
+            deleted = await conn.execute(
+                delete(conversations).where(
+                    conversations.c.context_id == context_id,
+                    conversations.c.last_used_ns < cutoff_ns,
+                )
+            )
+        if deleted.rowcount == 0:
+            return False
+        self._records.pop(context_id, None)
+        return True
 
     def _row(self, context_id: str) -> dict[str, Any]:
         record = self._records[context_id]

@@ -6,8 +6,10 @@ they are forgotten, a2a/store.py) and the bridge to remove the conversations unu
 ACP_SANDBOX_TTL (their sandbox and record; never a handed ACP_CWD) and the empty
 directories a killed bridge left, and the decision ledger to drop the decisions older than
 ACP_DECISION_TTL or beyond ACP_DECISION_RETENTION (ledger.py), and logs one line naming
-what went. It runs in the bridge's task group like its other background work: a pass that
-fails is logged and counted, and the next one comes a minute later.
+what went. With several replicas on one database, what another replica runs or used since
+stays (conversations.py decides from the database). It runs in the bridge's task group
+like its other background work: a pass that fails is logged and counted, and the next one
+comes a minute later.
 """
 
 from __future__ import annotations

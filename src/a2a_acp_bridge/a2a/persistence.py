@@ -129,6 +129,8 @@ class Persistence:
         self.push_configs.shared = True
         await membership.join()
         leases = Leases(self.database, membership)
+        # The sweep leaves alone what another replica runs (conversations.py).
+        self.book.holder = leases.holder
 
         async def find_conversation(context_id: str) -> ConversationRecord | None:
             # This replica runs the conversation from now on (cluster/leases.py).

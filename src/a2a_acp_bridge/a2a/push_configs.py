@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import PushNotificationConfigStore
@@ -27,7 +28,7 @@ from a2a.types.a2a_pb2 import TaskPushNotificationConfig
 from a2a.utils.errors import InternalError
 from cryptography.fernet import InvalidToken, MultiFernet
 from google.protobuf.message import DecodeError
-from sqlalchemy import select
+from sqlalchemy import RowMapping, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from a2a_acp_bridge.a2a.ownership import REDACTED, owner_name, redacted
@@ -80,22 +81,9 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         self._cipher = cipher
         async with database.connect() as conn:
             rows = (await conn.execute(select(push_configs))).mappings().all()
-        for row in rows:
-            config = TaskPushNotificationConfig()
-            try:
-                config.ParseFromString(cipher.decrypt(row["body"]))
-            except (InvalidToken, DecodeError):
-                logger.error(
-                    "a stored push config cannot be decrypted (was A2A_PUSH_KEY changed?); "
-                    "it is not used",
-                    extra={"task_id": row["task_id"], "config_id": row["config_id"]},
-                )
-                continue
-            # Written before principals existed: the one caller there was, `default`.
-            owner = row["owner"] or DEFAULT_PRINCIPAL
-            self._configs.setdefault(row["task_id"], {})[row["config_id"]] = (owner, config)
-            if row["protocol"] == V03:
-                self._v03.add((row["task_id"], row["config_id"]))
+        configs, v03 = self._decode(rows)
+        self._configs.update(configs)
+        self._v03 |= v03
         return len(rows)
 
     async def _reload(self, task_id: str, *, at_most_every_s: float = 0.0) -> None:
@@ -119,20 +107,40 @@ class DurablePushConfigStore(PushNotificationConfigStore):
         except (SQLAlchemyError, OSError):
             logger.warning("a task's push configs could not be read", extra={"task_id": task_id})
             return
-        configs: dict[str, tuple[str, TaskPushNotificationConfig]] = {}
+        configs, v03 = self._decode(rows)
+        # As the database has them now: a config re-registered over 1.0 elsewhere is 1.0.
+        self._v03 = {key for key in self._v03 if key[0] != task_id} | v03
+        if task_id in configs:
+            self._configs[task_id] = configs[task_id]
+        else:
+            self._configs.pop(task_id, None)
+
+    def _decode(
+        self, rows: Sequence[RowMapping]
+    ) -> tuple[dict[str, dict[str, tuple[str, TaskPushNotificationConfig]]], set[tuple[str, str]]]:
+        """Stored rows as configs by task, then config id, and the (task, config) pairs
+        registered over A2A 0.3; a row that cannot be decrypted (another key) is logged and
+        left out."""
+        assert self._cipher is not None
+        configs: dict[str, dict[str, tuple[str, TaskPushNotificationConfig]]] = {}
+        v03: set[tuple[str, str]] = set()
         for row in rows:
             config = TaskPushNotificationConfig()
             try:
                 config.ParseFromString(self._cipher.decrypt(row["body"]))
             except (InvalidToken, DecodeError):
+                logger.error(
+                    "a stored push config cannot be decrypted (was A2A_PUSH_KEY changed?); "
+                    "it is not used",
+                    extra={"task_id": row["task_id"], "config_id": row["config_id"]},
+                )
                 continue
-            configs[row["config_id"]] = (row["owner"], config)
+            # Written before principals existed: the one caller there was, `default`.
+            owner = row["owner"] or DEFAULT_PRINCIPAL
+            configs.setdefault(row["task_id"], {})[row["config_id"]] = (owner, config)
             if row["protocol"] == V03:
-                self._v03.add((task_id, row["config_id"]))
-        if configs:
-            self._configs[task_id] = configs
-        else:
-            self._configs.pop(task_id, None)
+                v03.add((row["task_id"], row["config_id"]))
+        return configs, v03
 
     async def set_info(
         self,
@@ -142,6 +150,8 @@ class DurablePushConfigStore(PushNotificationConfigStore):
     ) -> TaskPushNotificationConfig:
         stored = normalize_push_notification_config(task_id, notification_config)
         owner = owner_name(context)
+        # The secrets kept are the stored ones: another replica may have set them since.
+        await self._reload(task_id)
         kept_secrets(stored, self._configs.get(task_id, {}).get(stored.id), owner)
         over_v03 = context.state.get(VERSION_STATE) == V03
         if self._database is not None and self._cipher is not None:
